@@ -1,0 +1,209 @@
+//! The JSON bodies of the sluice HTTP API, defined once so the daemon and every client
+//! serialize the same thing (see SPEC "Check API").
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// Most checks one batch may carry.
+pub const MAX_BATCH: usize = 64;
+/// Longest `key`, in bytes of UTF-8.
+pub const MAX_KEY_BYTES: usize = 512;
+/// Largest request body the daemon reads.
+pub const MAX_BODY_BYTES: usize = 64 * 1024;
+
+/// RFC 9457 problem type of a 429, as the IETF ratelimit-headers draft defines it.
+pub const QUOTA_EXCEEDED_TYPE: &str = "https://iana.org/assignments/http-problem-types#quota-exceeded";
+
+/// One check: may `key` spend `cost` under `policy`?
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CheckRequest {
+    pub policy: String,
+    pub key: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tier: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<String>,
+}
+
+impl CheckRequest {
+    pub fn new(policy: impl Into<String>, key: impl Into<String>) -> Self {
+        CheckRequest {
+            policy: policy.into(),
+            key: key.into(),
+            cost: None,
+            tier: None,
+            endpoint: None,
+        }
+    }
+}
+
+/// All-or-nothing batch: if any check is denied, none consumes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BatchRequest {
+    pub checks: Vec<CheckRequest>,
+}
+
+/// The answer to one check (200 allowed, 429 denied).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CheckResponse {
+    pub allowed: bool,
+    pub policy: String,
+    pub limit: u64,
+    pub remaining: u64,
+    /// Unix seconds when the key is back to full.
+    pub reset: u64,
+    /// Whole seconds (>= 1) until a request of this cost could pass; only when denied.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_after: Option<u64>,
+    /// leaky_bucket: how long to wait before proceeding; 0 for other algorithms.
+    #[serde(default)]
+    pub delay_ms: u64,
+    /// The backend failed and the policy fails open: allowed without counting.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub degraded: bool,
+    /// Present on a denial: the SPEC error fields and the RFC 9457 problem fields.
+    #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
+    pub problem: Option<Problem>,
+}
+
+/// The fields a 429 adds: `error`/`message` for simple clients, and an RFC 9457 problem
+/// document for those that read `application/problem+json`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Problem {
+    pub error: String,
+    pub message: String,
+    #[serde(rename = "type")]
+    pub problem_type: String,
+    pub title: String,
+    pub status: u16,
+    #[serde(rename = "violated-policies")]
+    pub violated_policies: Vec<String>,
+}
+
+impl Problem {
+    /// The problem document of a 429 for the denied `policies`.
+    pub fn quota_exceeded(policies: Vec<String>) -> Self {
+        Problem {
+            error: "rate_limit_exceeded".to_owned(),
+            message: "Too many requests. Please retry after the specified time.".to_owned(),
+            problem_type: QUOTA_EXCEEDED_TYPE.to_owned(),
+            title: "Too Many Requests".to_owned(),
+            status: 429,
+            violated_policies: policies,
+        }
+    }
+}
+
+/// The answer to a batch: one result per check, in order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BatchResponse {
+    pub allowed: bool,
+    pub results: Vec<CheckResponse>,
+    #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
+    pub problem: Option<Problem>,
+}
+
+/// Every non-decision answer: `{"error": CODE, "message": TEXT}`, plus the offending field
+/// when one is to blame.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorBody {
+    pub error: String,
+    pub message: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub field: Option<String>,
+}
+
+/// Error codes of [`ErrorBody::error`].
+pub mod codes {
+    pub const BAD_REQUEST: &str = "bad_request";
+    pub const COST_EXCEEDS_CAPACITY: &str = "cost_exceeds_capacity";
+    pub const UNKNOWN_POLICY: &str = "unknown_policy";
+    pub const NOT_FOUND: &str = "not_found";
+    pub const METHOD_NOT_ALLOWED: &str = "method_not_allowed";
+    pub const PAYLOAD_TOO_LARGE: &str = "payload_too_large";
+    pub const BACKEND_UNAVAILABLE: &str = "backend_unavailable";
+    pub const UNAUTHORIZED: &str = "unauthorized";
+}
+
+/// One limit as `GET /v1/policies` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LimitView {
+    pub limit: u64,
+    pub window_ms: u64,
+    pub burst: u64,
+}
+
+/// One effective policy as `GET /v1/policies` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PolicyView {
+    pub algorithm: String,
+    pub limit: u64,
+    pub window: String,
+    pub window_ms: u64,
+    pub burst: u64,
+    pub fail: String,
+    pub shadow: bool,
+    pub tiers: BTreeMap<String, LimitView>,
+}
+
+/// `GET /v1/policies`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PoliciesResponse {
+    pub policies: BTreeMap<String, PolicyView>,
+}
+
+fn is_false(value: &bool) -> bool {
+    !*value
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_denial_carries_the_problem_fields_beside_the_decision() {
+        let body = CheckResponse {
+            allowed: false,
+            policy: "public".into(),
+            limit: 100,
+            remaining: 0,
+            reset: 1_746_201_600,
+            retry_after: Some(30),
+            delay_ms: 0,
+            degraded: false,
+            problem: Some(Problem::quota_exceeded(vec!["public".into()])),
+        };
+        let json = serde_json::to_value(&body).unwrap();
+        assert_eq!(json["error"], "rate_limit_exceeded");
+        assert_eq!(json["type"], QUOTA_EXCEEDED_TYPE);
+        assert_eq!(json["status"], 429);
+        assert_eq!(json["violated-policies"][0], "public");
+        assert_eq!(json["retry_after"], 30);
+        assert!(json.get("degraded").is_none());
+        let back: CheckResponse = serde_json::from_value(json).unwrap();
+        assert_eq!(back, body);
+    }
+
+    #[test]
+    fn an_allowed_answer_has_no_problem_fields() {
+        let body = CheckResponse {
+            allowed: true,
+            policy: "public".into(),
+            limit: 100,
+            remaining: 99,
+            reset: 1,
+            retry_after: None,
+            delay_ms: 0,
+            degraded: false,
+            problem: None,
+        };
+        let json = serde_json::to_value(&body).unwrap();
+        assert!(json.get("error").is_none());
+        assert!(json.get("retry_after").is_none());
+        let back: CheckResponse = serde_json::from_value(json).unwrap();
+        assert_eq!(back, body);
+    }
+}

@@ -1,0 +1,98 @@
+//! Dispatch from a policy's algorithm to its arithmetic. Each submodule holds one algorithm;
+//! this module only turns a fresh state into that algorithm's initial state.
+
+mod fixed_window;
+mod gcra;
+mod sliding_window_counter;
+mod sliding_window_log;
+mod token_bucket;
+
+use std::collections::VecDeque;
+
+use crate::{Algorithm, Decision, Params, State};
+
+pub(crate) fn decide(params: &Params, state: &mut State, now: u64, cost: u64) -> Decision {
+    if matches!(state, State::Fresh) {
+        *state = initial(params, now);
+    }
+    match state {
+        State::FixedWindow { window, count } => {
+            fixed_window::decide(params, window, count, now, cost)
+        }
+        State::SlidingWindowCounter {
+            window,
+            current,
+            previous,
+        } => sliding_window_counter::decide(params, window, current, previous, now, cost),
+        State::SlidingWindowLog { log, used } => {
+            sliding_window_log::decide(params, log, used, now, cost)
+        }
+        State::TokenBucket { level, last_ms } => {
+            token_bucket::decide(params, level, last_ms, now, cost)
+        }
+        State::Gcra { tat_ms, tat_rem } => gcra::decide(params, tat_ms, tat_rem, now, cost),
+        // `initial` never returns Fresh; answering as an empty fixed window keeps this total.
+        State::Fresh => fixed_window::decide(params, &mut 0, &mut 0, now, cost),
+    }
+}
+
+pub(crate) fn expires_at(params: &Params, state: &State) -> u64 {
+    let w = params.window_ms;
+    match state {
+        State::Fresh => 0,
+        State::FixedWindow { window, count } => {
+            if *count == 0 {
+                0
+            } else {
+                window.saturating_add(1).saturating_mul(w)
+            }
+        }
+        State::SlidingWindowCounter {
+            window,
+            current,
+            previous,
+        } => {
+            if *current > 0 {
+                window.saturating_add(2).saturating_mul(w)
+            } else if *previous > 0 {
+                window.saturating_add(1).saturating_mul(w)
+            } else {
+                0
+            }
+        }
+        State::SlidingWindowLog { log, .. } => {
+            log.back().map_or(0, |entry| entry.at_ms.saturating_add(w))
+        }
+        State::TokenBucket { level, last_ms } => {
+            token_bucket::full_at(params, *level, *last_ms)
+        }
+        State::Gcra { tat_ms, tat_rem } => tat_ms.saturating_add(u64::from(*tat_rem > 0)),
+    }
+}
+
+fn initial(params: &Params, now: u64) -> State {
+    let w = params.window_ms;
+    match params.algorithm {
+        Algorithm::FixedWindow => State::FixedWindow {
+            window: now / w,
+            count: 0,
+        },
+        Algorithm::SlidingWindowCounter => State::SlidingWindowCounter {
+            window: now / w,
+            current: 0,
+            previous: 0,
+        },
+        Algorithm::SlidingWindowLog => State::SlidingWindowLog {
+            log: VecDeque::new(),
+            used: 0,
+        },
+        Algorithm::TokenBucket => State::TokenBucket {
+            level: token_bucket::capacity_units(params),
+            last_ms: now,
+        },
+        Algorithm::LeakyBucket | Algorithm::Gcra => State::Gcra {
+            tat_ms: now,
+            tat_rem: 0,
+        },
+    }
+}

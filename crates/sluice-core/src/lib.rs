@@ -1,0 +1,48 @@
+//! The rate-limit algorithms of sluice as pure code.
+//!
+//! Every algorithm is a function of `(params, state, now, cost)`: the caller owns the state and
+//! the clock, so the same sequence of `(time, cost)` gives the same decisions whether the state
+//! lives in process memory or in Redis (where the Lua scripts mirror this arithmetic exactly).
+//!
+//! Time is unix milliseconds (`u64`). All arithmetic is integer and stays below 2^53 for every
+//! valid [`Params`], the largest integer a Lua (double) number holds exactly, so a Redis script
+//! can reproduce it bit for bit.
+
+mod algorithms;
+pub mod conformance;
+mod decision;
+mod params;
+mod state;
+
+pub use decision::{CheckError, Decision};
+pub use params::{Algorithm, MAX_EXACT, MAX_LOG_LIMIT, Params, ParamsError};
+pub use state::{LogEntry, State};
+
+/// Decides one check of `cost` at `now_ms` against `state`, consuming from it when allowed.
+///
+/// `cost == 0` peeks: it reports the state and consumes nothing. A state of another algorithm
+/// than `params.algorithm` (the policy changed algorithm) is replaced by a fresh one.
+/// Time that goes backwards is treated as the latest time the state has seen, so clock skew
+/// between hosts neither panics nor grants extra quota.
+pub fn decide(
+    params: &Params,
+    state: &mut State,
+    now_ms: u64,
+    cost: u64,
+) -> Result<Decision, CheckError> {
+    let capacity = params.capacity();
+    if cost > capacity {
+        return Err(CheckError::CostExceedsCapacity { cost, capacity });
+    }
+    if !state.fits(params.algorithm) {
+        *state = State::Fresh;
+    }
+    Ok(algorithms::decide(params, state, now_ms, cost))
+}
+
+/// Unix milliseconds at which `state` is indistinguishable from a fresh one, so a store may
+/// forget it (its TTL). Never more than `max(2 windows, time to refill a bucket)` after the
+/// last check.
+pub fn expires_at(params: &Params, state: &State) -> u64 {
+    algorithms::expires_at(params, state)
+}

@@ -1,0 +1,145 @@
+//! The parameters of one limit, validated so that every algorithm's arithmetic is exact.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// The largest integer every backend represents exactly (a Lua number is an IEEE double).
+pub const MAX_EXACT: u64 = 1 << 53;
+
+/// sliding_window_log keeps one entry per admitted request, so its limit is bounded to keep a
+/// key's memory bounded.
+pub const MAX_LOG_LIMIT: u64 = 100_000;
+
+/// The six algorithms, named as in the config file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Algorithm {
+    FixedWindow,
+    SlidingWindowLog,
+    SlidingWindowCounter,
+    TokenBucket,
+    LeakyBucket,
+    Gcra,
+}
+
+impl Algorithm {
+    pub const ALL: [Algorithm; 6] = [
+        Algorithm::FixedWindow,
+        Algorithm::SlidingWindowLog,
+        Algorithm::SlidingWindowCounter,
+        Algorithm::TokenBucket,
+        Algorithm::LeakyBucket,
+        Algorithm::Gcra,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Algorithm::FixedWindow => "fixed_window",
+            Algorithm::SlidingWindowLog => "sliding_window_log",
+            Algorithm::SlidingWindowCounter => "sliding_window_counter",
+            Algorithm::TokenBucket => "token_bucket",
+            Algorithm::LeakyBucket => "leaky_bucket",
+            Algorithm::Gcra => "gcra",
+        }
+    }
+
+    /// Whether `burst` means anything to this algorithm (window algorithms ignore it).
+    pub fn uses_burst(self) -> bool {
+        matches!(
+            self,
+            Algorithm::TokenBucket | Algorithm::LeakyBucket | Algorithm::Gcra
+        )
+    }
+}
+
+impl fmt::Display for Algorithm {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One limit: `limit` requests per `window_ms`, with `burst` as the bucket capacity (token
+/// bucket, GCRA) or the queue length (leaky bucket).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Params {
+    pub algorithm: Algorithm,
+    pub limit: u64,
+    pub window_ms: u64,
+    pub burst: u64,
+}
+
+/// Why a set of parameters is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ParamsError {
+    #[error("limit must be at least 1")]
+    ZeroLimit,
+    #[error("window must be at least 1ms")]
+    WindowTooShort,
+    #[error("burst must be at least 1")]
+    ZeroBurst,
+    #[error(
+        "limit/burst ({value}) times window in ms ({window_ms}) must stay below 2^53 for exact arithmetic; use a shorter window or a smaller limit"
+    )]
+    TooLarge { value: u64, window_ms: u64 },
+    #[error(
+        "sliding_window_log keeps one entry per request, so its limit is at most {MAX_LOG_LIMIT}; use sliding_window_counter for larger limits"
+    )]
+    LogTooLong,
+}
+
+impl Params {
+    /// Validated parameters.
+    pub fn new(
+        algorithm: Algorithm,
+        limit: u64,
+        window_ms: u64,
+        burst: u64,
+    ) -> Result<Self, ParamsError> {
+        let params = Params {
+            algorithm,
+            limit,
+            window_ms,
+            burst,
+        };
+        params.validate()?;
+        Ok(params)
+    }
+
+    /// Checks the invariants every algorithm relies on.
+    pub fn validate(&self) -> Result<(), ParamsError> {
+        if self.limit == 0 {
+            return Err(ParamsError::ZeroLimit);
+        }
+        if self.window_ms == 0 {
+            return Err(ParamsError::WindowTooShort);
+        }
+        if self.burst == 0 {
+            return Err(ParamsError::ZeroBurst);
+        }
+        let value = self.limit.max(self.burst);
+        if value
+            .checked_mul(self.window_ms)
+            .is_none_or(|product| product >= MAX_EXACT)
+        {
+            return Err(ParamsError::TooLarge {
+                value,
+                window_ms: self.window_ms,
+            });
+        }
+        if self.algorithm == Algorithm::SlidingWindowLog && self.limit > MAX_LOG_LIMIT {
+            return Err(ParamsError::LogTooLong);
+        }
+        Ok(())
+    }
+
+    /// The largest cost a single check may ask for: the bucket size for bucket algorithms,
+    /// the limit for window algorithms.
+    pub fn capacity(&self) -> u64 {
+        if self.algorithm.uses_burst() {
+            self.burst
+        } else {
+            self.limit
+        }
+    }
+}

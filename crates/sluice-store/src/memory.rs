@@ -1,0 +1,268 @@
+//! `MemoryStore`: state in process memory, for a single daemon.
+//!
+//! Keys are spread over mutex-guarded shards so concurrent checks of different keys rarely
+//! contend. Memory is bounded by `max_keys`: a full shard first forgets keys whose state has
+//! expired (is back to fresh) and then the soonest-expiring ones, a sixteenth of the shard at a
+//! time so the sweep is paid once per many inserts.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use ahash::RandomState;
+use async_trait::async_trait;
+use parking_lot::{Mutex, MutexGuard};
+use sluice_core::{Decision, State};
+
+use crate::{Check, Store, StoreError};
+
+/// Sizing of a [`MemoryStore`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemoryStoreConfig {
+    /// Most keys tracked at once (`backend.max_keys`).
+    pub max_keys: u64,
+    /// Number of independently locked shards; rounded up to a power of two.
+    pub shards: usize,
+}
+
+impl Default for MemoryStoreConfig {
+    fn default() -> Self {
+        MemoryStoreConfig {
+            max_keys: 1_000_000,
+            shards: 64,
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Entry {
+    state: State,
+    expires_at: u64,
+}
+
+type Keys = HashMap<Box<str>, Entry, RandomState>;
+
+/// One shard: per policy (few, scanned linearly), the keys of that policy. Two levels so a
+/// lookup needs no allocated `policy:key` string.
+#[derive(Debug, Default)]
+struct Shard {
+    policies: Vec<(Box<str>, Keys)>,
+    len: u64,
+}
+
+impl Shard {
+    fn get(&self, policy: &str, key: &str) -> Option<&Entry> {
+        self.policies
+            .iter()
+            .find(|(name, _)| &**name == policy)
+            .and_then(|(_, keys)| keys.get(key))
+    }
+
+    fn get_mut(&mut self, policy: &str, key: &str) -> Option<&mut Entry> {
+        self.policies
+            .iter_mut()
+            .find(|(name, _)| &**name == policy)
+            .and_then(|(_, keys)| keys.get_mut(key))
+    }
+
+    fn insert(&mut self, policy: &str, key: &str, entry: Entry, hasher: &RandomState) {
+        let keys = match self.policies.iter().position(|(name, _)| &**name == policy) {
+            Some(at) => &mut self.policies[at].1,
+            None => {
+                self.policies
+                    .push((policy.into(), HashMap::with_hasher(hasher.clone())));
+                let last = self.policies.len() - 1;
+                &mut self.policies[last].1
+            }
+        };
+        if keys.insert(key.into(), entry).is_none() {
+            self.len += 1;
+        }
+    }
+
+    /// Forgets expired keys; if that frees fewer than `target`, also the soonest-expiring.
+    /// Returns how many keys were forgotten.
+    fn evict(&mut self, now_ms: u64, target: u64) -> u64 {
+        let expired: u64 = self
+            .policies
+            .iter()
+            .map(|(_, keys)| keys.values().filter(|e| e.expires_at <= now_ms).count() as u64)
+            .sum();
+        let threshold = if expired >= target {
+            now_ms
+        } else {
+            let mut expiries: Vec<u64> = self
+                .policies
+                .iter()
+                .flat_map(|(_, keys)| keys.values().map(|e| e.expires_at))
+                .collect();
+            let nth = (target.saturating_sub(1) as usize).min(expiries.len().saturating_sub(1));
+            if expiries.is_empty() {
+                return 0;
+            }
+            *expiries.select_nth_unstable(nth).1
+        };
+        self.retain(|entry| entry.expires_at > threshold)
+    }
+
+    fn retain(&mut self, keep: impl Fn(&Entry) -> bool) -> u64 {
+        let before = self.len;
+        for (_, keys) in &mut self.policies {
+            keys.retain(|_, entry| keep(entry));
+        }
+        self.policies.retain(|(_, keys)| !keys.is_empty());
+        self.len = self.policies.iter().map(|(_, keys)| keys.len() as u64).sum();
+        before - self.len
+    }
+}
+
+/// In-process store with sharded locking and bounded memory.
+#[derive(Debug)]
+pub struct MemoryStore {
+    shards: Box<[Mutex<Shard>]>,
+    shard_capacity: u64,
+    hasher: RandomState,
+    keys: AtomicU64,
+}
+
+impl Default for MemoryStore {
+    fn default() -> Self {
+        MemoryStore::new(MemoryStoreConfig::default())
+    }
+}
+
+impl MemoryStore {
+    pub fn new(config: MemoryStoreConfig) -> Self {
+        let shards = config.shards.max(1).next_power_of_two();
+        let max_keys = config.max_keys.max(1);
+        MemoryStore {
+            shards: (0..shards).map(|_| Mutex::new(Shard::default())).collect(),
+            shard_capacity: max_keys.div_ceil(shards as u64),
+            hasher: RandomState::new(),
+            keys: AtomicU64::new(0),
+        }
+    }
+
+    fn shard_of(&self, policy: &str, key: &str) -> usize {
+        let hash = self.hasher.hash_one((policy, key));
+        (hash as usize) & (self.shards.len() - 1)
+    }
+
+    /// Stores `state` for a key, making room first when the shard is full.
+    fn put(&self, shard: &mut Shard, check: &Check<'_>, state: State, now_ms: u64) {
+        let expires_at = sluice_core::expires_at(&check.params, &state);
+        if let Some(entry) = shard.get_mut(check.policy, check.key) {
+            entry.state = state;
+            entry.expires_at = expires_at;
+            return;
+        }
+        if shard.len >= self.shard_capacity {
+            let freed = shard.evict(now_ms, (self.shard_capacity / 16).max(1));
+            self.keys.fetch_sub(freed, Ordering::Relaxed);
+        }
+        shard.insert(check.policy, check.key, Entry { state, expires_at }, &self.hasher);
+        self.keys.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn decide_locked(
+        &self,
+        shard: &mut Shard,
+        check: &Check<'_>,
+        now_ms: u64,
+    ) -> Result<Decision, StoreError> {
+        if let Some(entry) = shard.get_mut(check.policy, check.key) {
+            let decision = sluice_core::decide(&check.params, &mut entry.state, now_ms, check.cost)?;
+            entry.expires_at = sluice_core::expires_at(&check.params, &entry.state);
+            return Ok(decision);
+        }
+        let mut state = State::Fresh;
+        let decision = sluice_core::decide(&check.params, &mut state, now_ms, check.cost)?;
+        // A peek at an unknown key, or a denial of one, leaves nothing worth remembering.
+        if check.cost > 0 && decision.allowed {
+            self.put(shard, check, state, now_ms);
+        }
+        Ok(decision)
+    }
+}
+
+#[async_trait]
+impl Store for MemoryStore {
+    fn kind(&self) -> &'static str {
+        "memory"
+    }
+
+    async fn check(&self, check: &Check<'_>, now_ms: u64) -> Result<Decision, StoreError> {
+        let mut shard = self.shards[self.shard_of(check.policy, check.key)].lock();
+        self.decide_locked(&mut shard, check, now_ms)
+    }
+
+    async fn check_all(
+        &self,
+        checks: &[Check<'_>],
+        now_ms: u64,
+    ) -> Result<Vec<Decision>, StoreError> {
+        let slots: Vec<usize> = checks
+            .iter()
+            .map(|c| self.shard_of(c.policy, c.key))
+            .collect();
+        let mut order = slots.clone();
+        order.sort_unstable();
+        order.dedup();
+        // Lock every shard involved, in index order so two batches cannot deadlock.
+        let mut guards: Vec<(usize, MutexGuard<'_, Shard>)> =
+            order.iter().map(|&i| (i, self.shards[i].lock())).collect();
+        let guard_of = |slot: usize| order.binary_search(&slot).unwrap_or(0);
+
+        // Decide on copies: a key checked twice in one batch sees its own earlier consumption.
+        let mut originals: Vec<State> = Vec::with_capacity(checks.len());
+        let mut working: Vec<State> = Vec::with_capacity(checks.len());
+        let mut decisions = Vec::with_capacity(checks.len());
+        for (i, check) in checks.iter().enumerate() {
+            let earlier = (0..i)
+                .rev()
+                .find(|&j| checks[j].policy == check.policy && checks[j].key == check.key);
+            let original = match earlier {
+                Some(j) => working[j].clone(),
+                None => guards[guard_of(slots[i])]
+                    .1
+                    .get(check.policy, check.key)
+                    .map_or(State::Fresh, |e| e.state.clone()),
+            };
+            let mut state = original.clone();
+            decisions.push(sluice_core::decide(&check.params, &mut state, now_ms, check.cost)?);
+            originals.push(original);
+            working.push(state);
+        }
+
+        if decisions.iter().all(|d| d.allowed) {
+            for (i, check) in checks.iter().enumerate() {
+                let later = checks[i + 1..]
+                    .iter()
+                    .any(|c| c.policy == check.policy && c.key == check.key);
+                if !later {
+                    let state = std::mem::take(&mut working[i]);
+                    self.put(&mut guards[guard_of(slots[i])].1, check, state, now_ms);
+                }
+            }
+        } else {
+            for (i, check) in checks.iter().enumerate() {
+                let mut state = std::mem::take(&mut originals[i]);
+                let unchanged = sluice_core::decide(&check.params, &mut state, now_ms, 0)?;
+                decisions[i].remaining = unchanged.remaining;
+                decisions[i].reset_ms = unchanged.reset_ms;
+                decisions[i].delay_ms = 0;
+            }
+        }
+        Ok(decisions)
+    }
+
+    fn tracked_keys(&self) -> Option<u64> {
+        Some(self.keys.load(Ordering::Relaxed))
+    }
+
+    fn housekeep(&self, now_ms: u64) {
+        for shard in self.shards.iter() {
+            let freed = shard.lock().retain(|entry| entry.expires_at > now_ms);
+            self.keys.fetch_sub(freed, Ordering::Relaxed);
+        }
+    }
+}

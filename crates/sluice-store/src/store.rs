@@ -1,0 +1,51 @@
+//! The one trait every backend implements.
+
+use async_trait::async_trait;
+use sluice_core::{Decision, Params};
+
+use crate::StoreError;
+
+/// One check handed to a store: `cost` for `key` under `policy`, decided with `params`.
+///
+/// The state of a limit is identified by `(policy, key)`: a caller's tier changes its
+/// parameters, not its counters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Check<'a> {
+    pub policy: &'a str,
+    pub key: &'a str,
+    pub params: Params,
+    pub cost: u64,
+}
+
+/// Where rate-limit state lives. Object safe: the daemon holds an `Arc<dyn Store>`.
+#[async_trait]
+pub trait Store: Send + Sync + std::fmt::Debug + 'static {
+    /// The backend's name as metrics label it: `memory`, `redis` or `cluster`.
+    fn kind(&self) -> &'static str;
+
+    /// Decides one check at `now_ms` (unix ms), consuming when allowed.
+    async fn check(&self, check: &Check<'_>, now_ms: u64) -> Result<Decision, StoreError>;
+
+    /// Decides every check; consumes for all of them only if every one is allowed.
+    ///
+    /// When any is denied nothing is consumed: each result still says whether that check
+    /// alone would pass, and `remaining` describes the state left unchanged.
+    async fn check_all(
+        &self,
+        checks: &[Check<'_>],
+        now_ms: u64,
+    ) -> Result<Vec<Decision>, StoreError>;
+
+    /// Whether the backend answers (`/readyz`).
+    async fn ping(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    /// Keys currently tracked, where the backend can tell cheaply (memory only).
+    fn tracked_keys(&self) -> Option<u64> {
+        None
+    }
+
+    /// Periodic upkeep at `now_ms`, such as forgetting expired keys. Called by the daemon.
+    fn housekeep(&self, _now_ms: u64) {}
+}
