@@ -1,0 +1,1 @@
+//! Client of the sluice daemon over a Unix socket or TCP.

@@ -1,0 +1,1 @@
+//! Test support: starts real servers (redis-server, a 6-node Redis Cluster) for tests.
