@@ -13,7 +13,8 @@ pub const MAX_KEY_BYTES: usize = 512;
 pub const MAX_BODY_BYTES: usize = 64 * 1024;
 
 /// RFC 9457 problem type of a 429, as the IETF ratelimit-headers draft defines it.
-pub const QUOTA_EXCEEDED_TYPE: &str = "https://iana.org/assignments/http-problem-types#quota-exceeded";
+pub const QUOTA_EXCEEDED_TYPE: &str =
+    "https://iana.org/assignments/http-problem-types#quota-exceeded";
 
 /// One check: may `key` spend `cost` under `policy`?
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

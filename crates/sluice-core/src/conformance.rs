@@ -30,7 +30,14 @@ pub struct Case {
 /// `(offset, cost, allowed, remaining, reset offset, retry_after_ms, delay_ms)`
 type Row = (u64, u64, bool, u64, u64, u64, u64);
 
-fn case(name: &str, algorithm: Algorithm, limit: u64, window_ms: u64, burst: u64, rows: &[Row]) -> Case {
+fn case(
+    name: &str,
+    algorithm: Algorithm,
+    limit: u64,
+    window_ms: u64,
+    burst: u64,
+    rows: &[Row],
+) -> Case {
     let params = Params {
         algorithm,
         limit,
@@ -39,18 +46,20 @@ fn case(name: &str, algorithm: Algorithm, limit: u64, window_ms: u64, burst: u64
     };
     let steps = rows
         .iter()
-        .map(|&(at, cost, allowed, remaining, reset, retry, delay)| Step {
-            at_ms: BASE_MS + at,
-            cost,
-            expect: Decision {
-                allowed,
-                limit,
-                remaining,
-                reset_ms: BASE_MS + reset,
-                retry_after_ms: retry,
-                delay_ms: delay,
+        .map(
+            |&(at, cost, allowed, remaining, reset, retry, delay)| Step {
+                at_ms: BASE_MS + at,
+                cost,
+                expect: Decision {
+                    allowed,
+                    limit,
+                    remaining,
+                    reset_ms: BASE_MS + reset,
+                    retry_after_ms: retry,
+                    delay_ms: delay,
+                },
             },
-        })
+        )
         .collect();
     Case {
         name: name.to_owned(),
@@ -120,8 +129,22 @@ pub fn cases() -> Vec<Case> {
                 (3500, 0, true, 10, 3500, 0, 0),
             ],
         ),
-        case("token_bucket: burst then refill rate", TokenBucket, 2, 1000, 3, bucket),
-        case("gcra: decides as the token bucket does", Gcra, 2, 1000, 3, bucket),
+        case(
+            "token_bucket: burst then refill rate",
+            TokenBucket,
+            2,
+            1000,
+            3,
+            bucket,
+        ),
+        case(
+            "gcra: decides as the token bucket does",
+            Gcra,
+            2,
+            1000,
+            3,
+            bucket,
+        ),
         case(
             "leaky_bucket: queued requests wait window/limit apart",
             LeakyBucket,

@@ -24,9 +24,9 @@ pub enum State {
     },
     /// sliding_window_log: admitted requests of the last window, oldest first, and their sum.
     SlidingWindowLog { log: VecDeque<LogEntry>, used: u64 },
-    /// token_bucket: `level` in units of 1/window_ms of a token (a token is `window_ms` units,
-    /// and each millisecond refills `limit` units), as of `last_ms`.
-    TokenBucket { level: u64, last_ms: u64 },
+    /// token_bucket: what has been taken out of the bucket as of `last_ms`, in units of
+    /// 1/window_ms of a token (a token is `window_ms` units; each millisecond refills `limit`).
+    TokenBucket { used: u64, last_ms: u64 },
     /// gcra and leaky_bucket: the theoretical arrival time `tat_ms + tat_rem / limit`.
     Gcra { tat_ms: u64, tat_rem: u64 },
     /// Never checked.
@@ -49,4 +49,3 @@ impl State {
         }
     }
 }
-

@@ -238,7 +238,8 @@ impl Store for MemoryStore {
                 let later = checks[i + 1..]
                     .iter()
                     .any(|c| c.policy == check.policy && c.key == check.key);
-                if !later {
+                let peek_of_unknown = check.cost == 0 && originals[i] == State::Fresh;
+                if !later && !peek_of_unknown {
                     let state = std::mem::take(&mut working[i]);
                     self.put(&mut guards[guard_of(slots[i])].1, check, state, now_ms);
                 }
@@ -264,5 +265,120 @@ impl Store for MemoryStore {
             let freed = shard.lock().retain(|entry| entry.expires_at > now_ms);
             self.keys.fetch_sub(freed, Ordering::Relaxed);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use sluice_core::{Algorithm, Params};
+
+    use super::*;
+
+    const T0: u64 = 1_700_000_000_000;
+
+    fn check<'a>(key: &'a str, params: Params, cost: u64) -> Check<'a> {
+        Check {
+            policy: "p",
+            key,
+            params,
+            cost,
+        }
+    }
+
+    fn fixed(limit: u64, window_ms: u64) -> Params {
+        Params::new(Algorithm::FixedWindow, limit, window_ms, limit).unwrap()
+    }
+
+    #[tokio::test]
+    async fn tracked_keys_never_exceed_max_keys_and_the_soonest_expiring_go_first() {
+        let store = MemoryStore::new(MemoryStoreConfig {
+            max_keys: 64,
+            shards: 1,
+        });
+        // One long-lived key, then many short-lived ones pushing the store past its bound.
+        let long = fixed(5, 3_600_000);
+        store.check(&check("long", long, 1), T0).await.unwrap();
+        for i in 0..1000 {
+            let key = format!("short-{i}");
+            store.check(&check(&key, fixed(5, 1000), 1), T0).await.unwrap();
+            assert!(store.tracked_keys().unwrap() <= 64);
+        }
+        let survivor = store.check(&check("long", long, 0), T0).await.unwrap();
+        assert_eq!(survivor.remaining, 4, "the long-lived key was not evicted");
+    }
+
+    #[tokio::test]
+    async fn housekeeping_forgets_expired_keys_only() {
+        let store = MemoryStore::default();
+        store.check(&check("a", fixed(5, 1000), 1), T0).await.unwrap();
+        store.check(&check("b", fixed(5, 60_000), 1), T0).await.unwrap();
+        assert_eq!(store.tracked_keys(), Some(2));
+        store.housekeep(T0 + 1000);
+        assert_eq!(store.tracked_keys(), Some(1));
+        let b = store.check(&check("b", fixed(5, 60_000), 0), T0 + 1000).await.unwrap();
+        assert_eq!(b.remaining, 4);
+    }
+
+    #[tokio::test]
+    async fn peeks_and_denials_of_unknown_keys_store_nothing() {
+        let store = MemoryStore::default();
+        store.check(&check("a", fixed(5, 1000), 0), T0).await.unwrap();
+        assert_eq!(store.tracked_keys(), Some(0));
+    }
+
+    #[tokio::test]
+    async fn a_denied_batch_consumes_nothing() {
+        let store = MemoryStore::default();
+        let p = fixed(3, 1000);
+        store.check(&check("full", p, 3), T0).await.unwrap();
+        let batch = [check("a", p, 2), check("full", p, 1), check("b", p, 1)];
+        let results = store.check_all(&batch, T0).await.unwrap();
+        assert!(results[0].allowed && !results[1].allowed && results[2].allowed);
+        assert_eq!(results[0].remaining, 3, "remaining describes the unchanged state");
+        for key in ["a", "b"] {
+            let d = store.check(&check(key, p, 0), T0).await.unwrap();
+            assert_eq!(d.remaining, 3, "{key} was not consumed");
+        }
+    }
+
+    #[tokio::test]
+    async fn an_allowed_batch_consumes_all_and_sees_repeated_keys() {
+        let store = MemoryStore::default();
+        let p = fixed(3, 1000);
+        let batch = [check("a", p, 2), check("b", p, 1), check("a", p, 1)];
+        let results = store.check_all(&batch, T0).await.unwrap();
+        assert!(results.iter().all(|d| d.allowed));
+        assert_eq!(results[2].remaining, 0, "the second check of `a` saw the first");
+        let over = [check("a", p, 1), check("b", p, 1)];
+        let results = store.check_all(&over, T0).await.unwrap();
+        assert!(!results[0].allowed);
+        let b = store.check(&check("b", p, 0), T0).await.unwrap();
+        assert_eq!(b.remaining, 2);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn concurrent_checks_admit_exactly_the_limit() {
+        let store = Arc::new(MemoryStore::default());
+        let p = Params::new(Algorithm::SlidingWindowLog, 100, 60_000, 100).unwrap();
+        let tasks: Vec<_> = (0..32)
+            .map(|_| {
+                let store = Arc::clone(&store);
+                tokio::spawn(async move {
+                    let mut admitted = 0;
+                    for _ in 0..40 {
+                        let d = store.check(&check("hot", p, 1), T0).await.unwrap();
+                        admitted += u32::from(d.allowed);
+                    }
+                    admitted
+                })
+            })
+            .collect();
+        let mut total = 0;
+        for task in tasks {
+            total += task.await.unwrap();
+        }
+        assert_eq!(total, 100);
     }
 }

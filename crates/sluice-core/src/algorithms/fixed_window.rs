@@ -3,7 +3,13 @@
 
 use crate::{Decision, Params};
 
-pub(super) fn decide(p: &Params, window: &mut u64, count: &mut u64, now: u64, cost: u64) -> Decision {
+pub(super) fn decide(
+    p: &Params,
+    window: &mut u64,
+    count: &mut u64,
+    now: u64,
+    cost: u64,
+) -> Decision {
     let w = p.window_ms;
     // A clock behind the stored window keeps counting in the stored window: no fresh quota.
     let index = (now / w).max(*window);
@@ -21,7 +27,11 @@ pub(super) fn decide(p: &Params, window: &mut u64, count: &mut u64, now: u64, co
         limit: p.limit,
         remaining: p.limit.saturating_sub(*count),
         reset_ms: if *count == 0 { now } else { window_end },
-        retry_after_ms: if allowed { 0 } else { window_end.saturating_sub(now) },
+        retry_after_ms: if allowed {
+            0
+        } else {
+            window_end.saturating_sub(now)
+        },
         delay_ms: 0,
     }
 }

@@ -8,7 +8,13 @@
 
 use crate::{Algorithm, Decision, Params};
 
-pub(super) fn decide(p: &Params, tat_ms: &mut u64, tat_rem: &mut u64, now: u64, cost: u64) -> Decision {
+pub(super) fn decide(
+    p: &Params,
+    tat_ms: &mut u64,
+    tat_rem: &mut u64,
+    now: u64,
+    cost: u64,
+) -> Decision {
     let cap = p.burst * p.window_ms;
     // A lowered limit (config reload) leaves a remainder past the new unit: keep it in range.
     *tat_rem = (*tat_rem).min(p.limit - 1);
@@ -17,7 +23,9 @@ pub(super) fn decide(p: &Params, tat_ms: &mut u64, tat_rem: &mut u64, now: u64, 
     let debt = if *tat_ms < now {
         0
     } else {
-        (*tat_ms - now).saturating_mul(p.limit).saturating_add(*tat_rem)
+        (*tat_ms - now)
+            .saturating_mul(p.limit)
+            .saturating_add(*tat_rem)
     };
     let new_debt = debt.saturating_add(cost * p.window_ms);
     let allowed = new_debt <= cap;

@@ -27,8 +27,8 @@ pub(crate) fn decide(params: &Params, state: &mut State, now: u64, cost: u64) ->
         State::SlidingWindowLog { log, used } => {
             sliding_window_log::decide(params, log, used, now, cost)
         }
-        State::TokenBucket { level, last_ms } => {
-            token_bucket::decide(params, level, last_ms, now, cost)
+        State::TokenBucket { used, last_ms } => {
+            token_bucket::decide(params, used, last_ms, now, cost)
         }
         State::Gcra { tat_ms, tat_rem } => gcra::decide(params, tat_ms, tat_rem, now, cost),
         // `initial` never returns Fresh; answering as an empty fixed window keeps this total.
@@ -63,9 +63,7 @@ pub(crate) fn expires_at(params: &Params, state: &State) -> u64 {
         State::SlidingWindowLog { log, .. } => {
             log.back().map_or(0, |entry| entry.at_ms.saturating_add(w))
         }
-        State::TokenBucket { level, last_ms } => {
-            token_bucket::full_at(params, *level, *last_ms)
-        }
+        State::TokenBucket { used, last_ms } => token_bucket::full_at(params, *used, *last_ms),
         State::Gcra { tat_ms, tat_rem } => tat_ms.saturating_add(u64::from(*tat_rem > 0)),
     }
 }
@@ -87,7 +85,7 @@ fn initial(params: &Params, now: u64) -> State {
             used: 0,
         },
         Algorithm::TokenBucket => State::TokenBucket {
-            level: token_bucket::capacity_units(params),
+            used: 0,
             last_ms: now,
         },
         Algorithm::LeakyBucket | Algorithm::Gcra => State::Gcra {

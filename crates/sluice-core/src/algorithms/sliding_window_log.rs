@@ -50,7 +50,9 @@ pub(super) fn decide(
         allowed,
         limit: p.limit,
         remaining: p.limit.saturating_sub(*used),
-        reset_ms: log.back().map_or(now, |entry| entry.at_ms.saturating_add(w)),
+        reset_ms: log
+            .back()
+            .map_or(now, |entry| entry.at_ms.saturating_add(w)),
         retry_after_ms,
         delay_ms: 0,
     }
