@@ -1,1 +1,186 @@
-//! Shared harness of the end-to-end tests in `tests/`.
+//! Shared harness of the end-to-end tests in `tests/`: a real daemon (the library's `serve`,
+//! the real router and memory store) on a temp-dir Unix socket and a loopback TCP port, with
+//! a manual clock so tests decide time, stopped when the handle drops.
+
+// Only tests use this crate: a failed set-up should panic the test that asked for it.
+#![allow(clippy::unwrap_used)]
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use sluice_api::CheckRequest;
+use sluice_client::Client;
+use sluice_server::App;
+use sluice_server::clock::ManualClock;
+use sluice_server::config::{self, ConfigSource};
+use sluice_server::server::{self, Listeners};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+/// A round instant (aligned to every test window) so expected values are easy to read.
+pub const T0: u64 = 1_800_000_000_000;
+
+/// Policies the tests use; each test picks its own keys so tests never share state.
+pub const TEST_CONFIG: &str = r#"
+[policies.fw]
+algorithm = "fixed_window"
+limit = 5
+window = "10s"
+
+[policies.log]
+algorithm = "sliding_window_log"
+limit = 5
+window = "10s"
+
+[policies.counter]
+algorithm = "sliding_window_counter"
+limit = 5
+window = "10s"
+
+[policies.public]
+algorithm = "token_bucket"
+limit = 100
+window = "60s"
+burst = 100
+tiers = { free = { limit = 2 }, pro = { limit = 1000, burst = 2000 } }
+endpoints = ["/orders"]
+
+[policies.leaky]
+algorithm = "leaky_bucket"
+limit = 10
+window = "10s"
+burst = 3
+
+[policies.gcra]
+algorithm = "gcra"
+limit = 10
+window = "10s"
+burst = 2
+
+[policies.shadowed]
+algorithm = "fixed_window"
+limit = 1
+window = "10s"
+shadow = true
+
+[policies.exact_fw]
+algorithm = "fixed_window"
+limit = 100
+window = "1h"
+
+[policies.exact_log]
+algorithm = "sliding_window_log"
+limit = 100
+window = "1h"
+"#;
+
+/// A running daemon.
+#[derive(Debug)]
+pub struct Daemon {
+    pub dir: tempfile::TempDir,
+    pub socket: PathBuf,
+    pub tcp: SocketAddr,
+    /// The separate `/metrics` listener (`listen.metrics`).
+    pub metrics: SocketAddr,
+    pub clock: Arc<ManualClock>,
+    pub app: App,
+    shutdown: Option<oneshot::Sender<()>>,
+    task: Option<JoinHandle<std::io::Result<()>>>,
+}
+
+impl Daemon {
+    /// A daemon serving [`TEST_CONFIG`] at [`T0`].
+    pub async fn start() -> Daemon {
+        Daemon::with_config(TEST_CONFIG).await
+    }
+
+    /// A daemon serving `toml` (listen settings are the harness's own).
+    pub async fn with_config(toml: &str) -> Daemon {
+        let config = config::load(&ConfigSource::Text {
+            name: "test.toml".to_owned(),
+            toml: toml.to_owned(),
+        })
+        .unwrap();
+        let store = sluice_server::backend::build_store(&config.backend).unwrap();
+        let clock = Arc::new(ManualClock::new(T0));
+        let app = App::new(&config, store, clock.clone()).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("sluiced.sock");
+        let unix = server::bind_unix(&socket, 0o660).unwrap();
+        let http = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let tcp = http.local_addr().unwrap();
+        let metrics_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let metrics = metrics_listener.local_addr().unwrap();
+        let (tx, rx) = oneshot::channel();
+        let listeners = Listeners {
+            unix: Some(unix),
+            http: Some(http),
+            metrics: Some(metrics_listener),
+        };
+        let task = tokio::spawn(server::serve(app.clone(), listeners, async move {
+            let _ = rx.await;
+        }));
+        Daemon {
+            dir,
+            socket,
+            tcp,
+            metrics,
+            clock,
+            app,
+            shutdown: Some(tx),
+            task: Some(task),
+        }
+    }
+
+    /// A client over the Unix socket.
+    pub fn unix(&self) -> Client {
+        Client::unix(&self.socket)
+    }
+
+    /// A client over TCP.
+    pub fn tcp(&self) -> Client {
+        Client::tcp(self.tcp.to_string())
+    }
+
+    /// Stops gracefully and waits for the server to finish.
+    pub async fn stop(mut self) -> std::io::Result<()> {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        match self.task.take() {
+            Some(task) => task.await.unwrap(),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+    }
+}
+
+/// A check of cost 1.
+pub fn req(policy: &str, key: &str) -> CheckRequest {
+    CheckRequest::new(policy, key)
+}
+
+/// A check of `cost`.
+pub fn req_cost(policy: &str, key: &str, cost: u64) -> CheckRequest {
+    CheckRequest {
+        cost: Some(cost),
+        ..CheckRequest::new(policy, key)
+    }
+}
+
+/// A header as text, panicking (in tests) when absent.
+pub fn header<'a>(headers: &'a http::HeaderMap, name: &str) -> &'a str {
+    headers
+        .get(name)
+        .unwrap_or_else(|| panic!("header {name} missing"))
+        .to_str()
+        .unwrap()
+}

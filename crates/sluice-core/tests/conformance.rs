@@ -1,5 +1,6 @@
 //! The core itself must answer its own conformance table: the hand-checked expectations are
 //! the independent statement of what each algorithm means.
+#![allow(clippy::unwrap_used)] // test helpers outside #[test] fns may unwrap too
 
 use sluice_core::conformance::{cases, generated_cases};
 use sluice_core::{State, decide};

@@ -1,5 +1,6 @@
 //! Edge cases of every algorithm: capacity errors, peeks, far-future times, huge limits,
 //! parameter validation and algorithm changes.
+#![allow(clippy::unwrap_used)] // test helpers outside #[test] fns may unwrap too
 
 use sluice_core::{
     Algorithm, CheckError, MAX_EXACT, Params, ParamsError, State, decide, expires_at,

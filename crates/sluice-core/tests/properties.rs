@@ -1,4 +1,5 @@
 //! Property tests of what each algorithm promises, over random sequences of (time, cost).
+#![allow(clippy::unwrap_used)] // test helpers outside #[test] fns may unwrap too
 
 use proptest::prelude::*;
 use sluice_core::{Algorithm, Decision, Params, State, decide};

@@ -1,0 +1,553 @@
+//! The one place that calls the store. It turns a request into a [`Check`] (policy, tier,
+//! cost), bounds remote backends by `backend.timeout`, maps backend failures to the policy's
+//! fail mode, applies shadow mode and records the decision metrics. Tracing spans around the
+//! store call belong in [`Limiter::call_store`] / [`Limiter::call_store_all`].
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use arc_swap::ArcSwap;
+use sluice_api::{MAX_BATCH, MAX_KEY_BYTES};
+use sluice_core::{CheckError, Decision};
+use sluice_store::{Check, Store, StoreError};
+
+use crate::metrics::{
+    BackendErrorLabels, Metrics, PolicyLabels, PolicyReasonLabels, PolicyTierLabels, RequestLabels,
+};
+use crate::policy::{FailMode, Limit, NO_TIER, OTHER, Policy, PolicySet};
+
+/// One check as the edge parsed it (borrowed from the request body).
+#[derive(Debug, Clone, Copy)]
+pub struct CheckInput<'a> {
+    pub policy: &'a str,
+    pub key: &'a str,
+    pub cost: Option<u64>,
+    pub tier: Option<&'a str>,
+    pub endpoint: Option<&'a str>,
+}
+
+/// The answer to one check, with everything its headers and body need.
+#[derive(Debug, Clone)]
+pub struct Verdict {
+    pub policy: Arc<Policy>,
+    /// Whether the caller may proceed (after shadow mode and fail-open).
+    pub allowed: bool,
+    pub decision: Decision,
+    /// `RateLimit-Policy` of the (policy, tier).
+    pub limit: Limit,
+    /// The backend failed and the policy failed open.
+    pub degraded: bool,
+    /// Decided by a shadow policy.
+    pub shadow: bool,
+    pub now_ms: u64,
+}
+
+/// Why a check got no decision.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LimitError {
+    #[error("{message}")]
+    BadRequest {
+        message: String,
+        field: Option<String>,
+    },
+    #[error("unknown policy {policy:?}")]
+    UnknownPolicy { policy: String, field: String },
+    #[error("cost {cost} exceeds the capacity {capacity} of policy {policy:?}")]
+    CostExceedsCapacity {
+        policy: String,
+        cost: u64,
+        capacity: u64,
+        field: String,
+    },
+    #[error("the rate-limit backend is unavailable")]
+    BackendUnavailable,
+}
+
+/// Decides checks against the current policies and the store.
+#[derive(Debug)]
+pub struct Limiter {
+    store: Arc<dyn Store>,
+    policies: ArcSwap<PolicySet>,
+    metrics: Arc<Metrics>,
+    /// `None` for the memory backend, which cannot hang.
+    timeout: Option<Duration>,
+    other: Arc<str>,
+    none: Arc<str>,
+}
+
+/// A check resolved against its policy, not yet decided.
+struct Resolved<'a> {
+    policy: Arc<Policy>,
+    limit: Limit,
+    check: Check<'a>,
+    tier_label: Arc<str>,
+    endpoint_label: Arc<str>,
+}
+
+impl Limiter {
+    pub fn new(
+        store: Arc<dyn Store>,
+        policies: PolicySet,
+        metrics: Arc<Metrics>,
+        timeout: Duration,
+    ) -> Self {
+        let timeout = (store.kind() != "memory").then_some(timeout);
+        metrics.prime(store.kind(), policies.names());
+        Limiter {
+            store,
+            policies: ArcSwap::from_pointee(policies),
+            metrics,
+            timeout,
+            other: OTHER.into(),
+            none: NO_TIER.into(),
+        }
+    }
+
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
+    }
+
+    /// The policies in force.
+    pub fn policies(&self) -> Arc<PolicySet> {
+        self.policies.load_full()
+    }
+
+    /// Swaps in a new policy set; checks in flight finish on the old one.
+    pub fn replace_policies(&self, policies: PolicySet) {
+        self.metrics.prime(self.store.kind(), policies.names());
+        self.policies.store(Arc::new(policies));
+    }
+
+    /// Whether the backend answers, within the timeout.
+    pub async fn ready(&self) -> Result<(), StoreError> {
+        match self.timeout {
+            None => self.store.ping().await,
+            Some(limit) => tokio::time::timeout(limit, self.store.ping())
+                .await
+                .unwrap_or(Err(StoreError::Timeout)),
+        }
+    }
+
+    /// Decides one check at `now_ms`.
+    pub async fn check(&self, input: &CheckInput<'_>, now_ms: u64) -> Result<Verdict, LimitError> {
+        let policies = self.policies.load_full();
+        let resolved = self.resolve(&policies, input, None)?;
+        let started = Instant::now();
+        let result = self.call_store(&resolved.check, now_ms).await;
+        let verdict = match result {
+            Ok(decision) => self.verdict(resolved, decision, now_ms, started),
+            Err(err) => self.failed(resolved, &err, now_ms, started)?,
+        };
+        Ok(verdict)
+    }
+
+    /// Decides a batch all-or-nothing at `now_ms`.
+    pub async fn check_batch(
+        &self,
+        inputs: &[CheckInput<'_>],
+        now_ms: u64,
+    ) -> Result<Vec<Verdict>, LimitError> {
+        if inputs.is_empty() || inputs.len() > MAX_BATCH {
+            return Err(LimitError::BadRequest {
+                message: format!(
+                    "a batch holds 1 to {MAX_BATCH} checks, this one {}",
+                    inputs.len()
+                ),
+                field: Some("checks".to_owned()),
+            });
+        }
+        let policies = self.policies.load_full();
+        let mut resolved = Vec::with_capacity(inputs.len());
+        for (i, input) in inputs.iter().enumerate() {
+            resolved.push(self.resolve(&policies, input, Some(i))?);
+        }
+        let started = Instant::now();
+        let checks: Vec<Check<'_>> = resolved.iter().map(|r| r.check).collect();
+        let mut decisions = match self.call_store_all(&checks, now_ms).await {
+            Ok(decisions) => decisions,
+            Err(err) => return self.batch_failed(resolved, &err, now_ms, started),
+        };
+        // A denial only a shadow policy made must not cancel the others: decide again
+        // without those checks, so the enforced ones consume as they would alone.
+        let shadow_only = decisions
+            .iter()
+            .zip(&resolved)
+            .all(|(d, r)| d.allowed || r.policy.shadow);
+        if shadow_only && decisions.iter().any(|d| !d.allowed) {
+            let retry: Vec<usize> = (0..resolved.len())
+                .filter(|&i| decisions[i].allowed)
+                .collect();
+            if !retry.is_empty() {
+                let again: Vec<Check<'_>> = retry.iter().map(|&i| resolved[i].check).collect();
+                match self.call_store_all(&again, now_ms).await {
+                    Ok(second) => {
+                        for (slot, decision) in retry.iter().zip(second) {
+                            decisions[*slot] = decision;
+                        }
+                    }
+                    Err(err) => return self.batch_failed(resolved, &err, now_ms, started),
+                }
+            }
+        }
+        Ok(resolved
+            .into_iter()
+            .zip(decisions)
+            .map(|(r, d)| self.verdict(r, d, now_ms, started))
+            .collect())
+    }
+
+    fn resolve<'a>(
+        &self,
+        policies: &PolicySet,
+        input: &CheckInput<'a>,
+        at: Option<usize>,
+    ) -> Result<Resolved<'a>, LimitError> {
+        // Only an error names its field, so the name is built only then.
+        let field = |name: &str| match at {
+            None => name.to_owned(),
+            Some(i) => format!("checks[{i}].{name}"),
+        };
+        if input.key.is_empty() || input.key.len() > MAX_KEY_BYTES {
+            return Err(LimitError::BadRequest {
+                message: format!(
+                    "key must be 1 to {MAX_KEY_BYTES} bytes of UTF-8, this one is {}",
+                    input.key.len()
+                ),
+                field: Some(field("key")),
+            });
+        }
+        let Some(policy) = policies.get(input.policy) else {
+            return Err(LimitError::UnknownPolicy {
+                policy: input.policy.to_owned(),
+                field: field("policy"),
+            });
+        };
+        let limit = policy.limit_for(input.tier).clone();
+        let cost = input.cost.unwrap_or(1);
+        let capacity = limit.params.capacity();
+        if cost > capacity {
+            return Err(LimitError::CostExceedsCapacity {
+                policy: input.policy.to_owned(),
+                cost,
+                capacity,
+                field: field("cost"),
+            });
+        }
+        Ok(Resolved {
+            tier_label: policy.tier_label(input.tier, &self.other, &self.none),
+            endpoint_label: policy.endpoint_label(input.endpoint, &self.other, &self.none),
+            check: Check {
+                policy: input.policy,
+                key: input.key,
+                params: limit.params,
+                cost,
+            },
+            limit,
+            policy: policy.clone(),
+        })
+    }
+
+    /// The store call of one check: where a backend span and its timing go.
+    async fn call_store(&self, check: &Check<'_>, now_ms: u64) -> Result<Decision, StoreError> {
+        match self.timeout {
+            None => self.store.check(check, now_ms).await,
+            Some(limit) => tokio::time::timeout(limit, self.store.check(check, now_ms))
+                .await
+                .unwrap_or(Err(StoreError::Timeout)),
+        }
+    }
+
+    /// The store call of a batch: where a backend span and its timing go.
+    async fn call_store_all(
+        &self,
+        checks: &[Check<'_>],
+        now_ms: u64,
+    ) -> Result<Vec<Decision>, StoreError> {
+        match self.timeout {
+            None => self.store.check_all(checks, now_ms).await,
+            Some(limit) => tokio::time::timeout(limit, self.store.check_all(checks, now_ms))
+                .await
+                .unwrap_or(Err(StoreError::Timeout)),
+        }
+    }
+
+    fn verdict(
+        &self,
+        r: Resolved<'_>,
+        decision: Decision,
+        now_ms: u64,
+        started: Instant,
+    ) -> Verdict {
+        let shadow = r.policy.shadow;
+        let allowed = decision.allowed || shadow;
+        if shadow && !decision.allowed {
+            self.metrics
+                .shadow_rejections
+                .get_or_create(&PolicyLabels {
+                    policy: r.policy.name.clone(),
+                })
+                .inc();
+        }
+        let mut decision = decision;
+        if shadow {
+            decision.retry_after_ms = 0;
+        }
+        if decision.limit > 0 {
+            let used = decision.limit.saturating_sub(decision.remaining);
+            #[allow(clippy::cast_precision_loss)]
+            let share = used as f64 / decision.limit as f64;
+            self.metrics
+                .utilization
+                .get_or_create(&PolicyTierLabels {
+                    policy: r.policy.name.clone(),
+                    plan_tier: r.tier_label.clone(),
+                })
+                .observe(share);
+        }
+        self.record(&r, allowed, started);
+        Verdict {
+            allowed,
+            decision: Decision {
+                allowed,
+                ..decision
+            },
+            limit: r.limit,
+            degraded: false,
+            shadow,
+            now_ms,
+            policy: r.policy,
+        }
+    }
+
+    fn record(&self, r: &Resolved<'_>, allowed: bool, started: Instant) {
+        let status = if allowed { "allowed" } else { "rejected" };
+        self.metrics
+            .requests
+            .get_or_create(&RequestLabels {
+                status,
+                policy: r.policy.name.clone(),
+                endpoint: r.endpoint_label.clone(),
+                plan_tier: r.tier_label.clone(),
+            })
+            .inc();
+        self.metrics
+            .check_duration
+            .get_or_create(&PolicyLabels {
+                policy: r.policy.name.clone(),
+            })
+            .observe(started.elapsed().as_secs_f64());
+    }
+
+    fn backend_error(&self, err: &StoreError) {
+        self.metrics
+            .backend_errors
+            .get_or_create(&BackendErrorLabels {
+                backend: self.store.kind(),
+                kind: err.kind(),
+            })
+            .inc();
+    }
+
+    /// The answer of the policy's fail mode to a store error.
+    fn failed(
+        &self,
+        r: Resolved<'_>,
+        err: &StoreError,
+        now_ms: u64,
+        started: Instant,
+    ) -> Result<Verdict, LimitError> {
+        if let StoreError::Check(CheckError::CostExceedsCapacity { cost, capacity }) = err {
+            return Err(LimitError::CostExceedsCapacity {
+                policy: r.policy.name.to_string(),
+                cost: *cost,
+                capacity: *capacity,
+                field: "cost".to_owned(),
+            });
+        }
+        self.backend_error(err);
+        let labels = PolicyReasonLabels {
+            policy: r.policy.name.clone(),
+            reason: err.kind(),
+        };
+        match r.policy.fail {
+            FailMode::Closed => {
+                self.metrics.fail_closed.get_or_create(&labels).inc();
+                Err(LimitError::BackendUnavailable)
+            }
+            FailMode::Open => {
+                self.metrics.fail_open.get_or_create(&labels).inc();
+                self.record(&r, true, started);
+                Ok(degraded(r, now_ms))
+            }
+        }
+    }
+
+    /// A batch whose store call failed: allowed degraded only if every policy fails open.
+    fn batch_failed(
+        &self,
+        resolved: Vec<Resolved<'_>>,
+        err: &StoreError,
+        now_ms: u64,
+        started: Instant,
+    ) -> Result<Vec<Verdict>, LimitError> {
+        if let StoreError::Check(CheckError::CostExceedsCapacity { cost, capacity }) = err {
+            return Err(LimitError::CostExceedsCapacity {
+                policy: String::new(),
+                cost: *cost,
+                capacity: *capacity,
+                field: "checks".to_owned(),
+            });
+        }
+        self.backend_error(err);
+        let closed = resolved.iter().any(|r| r.policy.fail == FailMode::Closed);
+        for r in &resolved {
+            let labels = PolicyReasonLabels {
+                policy: r.policy.name.clone(),
+                reason: err.kind(),
+            };
+            if closed {
+                self.metrics.fail_closed.get_or_create(&labels).inc();
+            } else {
+                self.metrics.fail_open.get_or_create(&labels).inc();
+            }
+        }
+        if closed {
+            return Err(LimitError::BackendUnavailable);
+        }
+        Ok(resolved
+            .into_iter()
+            .map(|r| {
+                self.record(&r, true, started);
+                degraded(r, now_ms)
+            })
+            .collect())
+    }
+}
+
+/// Allowed without counting: nothing is known of the key, so it is reported full.
+fn degraded(r: Resolved<'_>, now_ms: u64) -> Verdict {
+    let params = r.limit.params;
+    Verdict {
+        allowed: true,
+        decision: Decision {
+            allowed: true,
+            limit: params.limit,
+            remaining: params.capacity().saturating_sub(r.check.cost),
+            reset_ms: now_ms,
+            retry_after_ms: 0,
+            delay_ms: 0,
+        },
+        limit: r.limit,
+        degraded: true,
+        shadow: r.policy.shadow,
+        now_ms,
+        policy: r.policy,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Fail modes need a backend that fails: `testing` stands in for a Redis down or hung.
+
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::config::PolicyConfig;
+    use crate::testing::{Down, Hung};
+
+    fn limiter(store: Arc<dyn Store>) -> Limiter {
+        let policy = |fail: &str| PolicyConfig {
+            algorithm: Some("fixed_window".into()),
+            limit: Some(10),
+            window: Some("1s".into()),
+            fail: fail.into(),
+            ..PolicyConfig::default()
+        };
+        let configs = BTreeMap::from([
+            ("open".to_owned(), policy("open")),
+            ("closed".to_owned(), policy("closed")),
+        ]);
+        let policies = PolicySet::compile(&configs).unwrap();
+        Limiter::new(
+            store,
+            policies,
+            Arc::new(Metrics::new()),
+            Duration::from_millis(10),
+        )
+    }
+
+    fn input<'a>(policy: &'a str, cost: Option<u64>) -> CheckInput<'a> {
+        CheckInput {
+            policy,
+            key: "k",
+            cost,
+            tier: None,
+            endpoint: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn fail_open_allows_degraded_and_fail_closed_refuses() {
+        let l = limiter(Arc::new(Down));
+        let open = l.check(&input("open", None), 1_000).await.unwrap();
+        assert!(open.allowed && open.degraded);
+        assert_eq!(
+            l.check(&input("closed", None), 1_000).await.unwrap_err(),
+            LimitError::BackendUnavailable
+        );
+        let text = l.metrics().encode();
+        assert!(
+            text.contains(r#"rate_limit_fail_open_total{policy="open",reason="unavailable"} 1"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                r#"rate_limit_fail_closed_total{policy="closed",reason="unavailable"} 1"#
+            )
+        );
+        assert!(
+            text.contains(
+                r#"rate_limit_backend_errors_total{backend="redis",kind="unavailable"} 2"#
+            )
+        );
+        assert!(l.ready().await.is_err());
+    }
+
+    #[tokio::test]
+    async fn a_batch_fails_closed_if_any_policy_does() {
+        let l = limiter(Arc::new(Down));
+        let open = [input("open", None), input("open", Some(2))];
+        let verdicts = l.check_batch(&open, 1_000).await.unwrap();
+        assert!(verdicts.iter().all(|v| v.allowed && v.degraded));
+        let mixed = [input("open", None), input("closed", None)];
+        assert_eq!(
+            l.check_batch(&mixed, 1_000).await.unwrap_err(),
+            LimitError::BackendUnavailable
+        );
+    }
+
+    #[tokio::test]
+    async fn a_hung_backend_is_cut_at_the_timeout() {
+        let l = limiter(Arc::new(Hung));
+        let open = l.check(&input("open", None), 1_000).await.unwrap();
+        assert!(open.degraded);
+        assert!(l.metrics().encode().contains(r#"kind="timeout"} 1"#));
+    }
+
+    #[tokio::test]
+    async fn cost_above_capacity_is_refused_even_when_the_backend_is_down() {
+        let l = limiter(Arc::new(Down));
+        assert!(matches!(
+            l.check(&input("closed", Some(11)), 1_000).await,
+            Err(LimitError::CostExceedsCapacity {
+                cost: 11,
+                capacity: 10,
+                ..
+            })
+        ));
+    }
+}

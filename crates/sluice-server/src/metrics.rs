@@ -1,0 +1,267 @@
+//! Every metric of SPEC's table, registered in this one module with its exact name, type,
+//! labels and buckets, so dashboards and alerts have a single place to agree with.
+//!
+//! Label values are `Arc<str>` shared with the compiled policies: recording a sample clones
+//! reference counts, never allocates. prometheus-client appends `_total` to counters.
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct RequestLabels {
+    pub status: &'static str,
+    pub policy: Arc<str>,
+    pub endpoint: Arc<str>,
+    pub plan_tier: Arc<str>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct BackendOpLabels {
+    pub backend: &'static str,
+    pub op: &'static str,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct PolicyLabels {
+    pub policy: Arc<str>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct PolicyReasonLabels {
+    pub policy: Arc<str>,
+    pub reason: &'static str,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct BackendErrorLabels {
+    pub backend: &'static str,
+    pub kind: &'static str,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct BackendLabels {
+    pub backend: &'static str,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct ResultLabels {
+    pub result: &'static str,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct PolicyTierLabels {
+    pub policy: Arc<str>,
+    pub plan_tier: Arc<str>,
+}
+
+type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
+
+const REDIS_BUCKETS: [f64; 6] = [0.001, 0.005, 0.01, 0.025, 0.05, 0.1];
+const CHECK_BUCKETS: [f64; 12] = [
+    0.000_025, 0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1,
+];
+const UTILIZATION_BUCKETS: [f64; 6] = [0.5, 0.75, 0.9, 0.95, 0.99, 1.0];
+
+fn redis_histogram() -> Histogram {
+    Histogram::new(REDIS_BUCKETS)
+}
+
+fn check_histogram() -> Histogram {
+    Histogram::new(CHECK_BUCKETS)
+}
+
+fn utilization_histogram() -> Histogram {
+    Histogram::new(UTILIZATION_BUCKETS)
+}
+
+/// The daemon's metrics and the registry that exports them.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    pub requests: Family<RequestLabels, Counter>,
+    pub redis_duration: HistogramFamily<BackendOpLabels>,
+    pub check_duration: HistogramFamily<PolicyLabels>,
+    pub fail_open: Family<PolicyReasonLabels, Counter>,
+    pub fail_closed: Family<PolicyReasonLabels, Counter>,
+    pub backend_errors: Family<BackendErrorLabels, Counter>,
+    pub shadow_rejections: Family<PolicyLabels, Counter>,
+    pub keys: Family<BackendLabels, Gauge>,
+    pub config_reloads: Family<ResultLabels, Counter>,
+    pub utilization: HistogramFamily<PolicyTierLabels>,
+    pub denied_keys_ratio: Family<PolicyLabels, Gauge<f64, AtomicU64>>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let mut registry = Registry::default();
+        let requests = Family::<RequestLabels, Counter>::default();
+        let redis_duration: HistogramFamily<BackendOpLabels> =
+            Family::new_with_constructor(redis_histogram);
+        let check_duration: HistogramFamily<PolicyLabels> =
+            Family::new_with_constructor(check_histogram);
+        let fail_open = Family::<PolicyReasonLabels, Counter>::default();
+        let fail_closed = Family::<PolicyReasonLabels, Counter>::default();
+        let backend_errors = Family::<BackendErrorLabels, Counter>::default();
+        let shadow_rejections = Family::<PolicyLabels, Counter>::default();
+        let keys = Family::<BackendLabels, Gauge>::default();
+        let config_reloads = Family::<ResultLabels, Counter>::default();
+        let utilization: HistogramFamily<PolicyTierLabels> =
+            Family::new_with_constructor(utilization_histogram);
+        let denied_keys_ratio = Family::<PolicyLabels, Gauge<f64, AtomicU64>>::default();
+
+        registry.register(
+            "rate_limit_requests",
+            "Checks decided, by outcome",
+            requests.clone(),
+        );
+        registry.register(
+            "rate_limit_redis_duration_seconds",
+            "Duration of backend calls to Redis",
+            redis_duration.clone(),
+        );
+        registry.register(
+            "rate_limit_check_duration_seconds",
+            "Duration of one check inside the daemon, backend call included",
+            check_duration.clone(),
+        );
+        registry.register(
+            "rate_limit_fail_open",
+            "Checks allowed because the backend failed and the policy fails open",
+            fail_open.clone(),
+        );
+        registry.register(
+            "rate_limit_fail_closed",
+            "Checks refused because the backend failed and the policy fails closed",
+            fail_closed.clone(),
+        );
+        registry.register(
+            "rate_limit_backend_errors",
+            "Backend calls that failed",
+            backend_errors.clone(),
+        );
+        registry.register(
+            "rate_limit_shadow_rejections",
+            "Checks a shadow policy would have denied",
+            shadow_rejections.clone(),
+        );
+        registry.register(
+            "rate_limit_keys",
+            "Keys tracked by the in-memory backend",
+            keys.clone(),
+        );
+        registry.register(
+            "rate_limit_config_reloads",
+            "Config reloads, by result",
+            config_reloads.clone(),
+        );
+        registry.register(
+            "rate_limit_utilization",
+            "Share of the limit used at decision time",
+            utilization.clone(),
+        );
+        registry.register(
+            "rate_limit_denied_keys_ratio",
+            "Share of distinct keys denied at least once in the last 5 minutes",
+            denied_keys_ratio.clone(),
+        );
+        Metrics {
+            registry,
+            requests,
+            redis_duration,
+            check_duration,
+            fail_open,
+            fail_closed,
+            backend_errors,
+            shadow_rejections,
+            keys,
+            config_reloads,
+            utilization,
+            denied_keys_ratio,
+        }
+    }
+
+    /// Creates the zero series of every policy, so each metric name is on `/metrics` (and
+    /// `rate()` has a starting point) before the first event. `rate_limit_redis_duration_seconds`
+    /// and `rate_limit_denied_keys_ratio` appear once something records them.
+    pub fn prime<'a>(
+        &self,
+        backend: &'static str,
+        policies: impl IntoIterator<Item = &'a Arc<str>>,
+    ) {
+        let none: Arc<str> = crate::policy::NO_TIER.into();
+        for policy in policies {
+            for status in ["allowed", "rejected"] {
+                drop(self.requests.get_or_create(&RequestLabels {
+                    status,
+                    policy: policy.clone(),
+                    endpoint: none.clone(),
+                    plan_tier: none.clone(),
+                }));
+            }
+            let labels = PolicyLabels {
+                policy: policy.clone(),
+            };
+            drop(self.check_duration.get_or_create(&labels));
+            drop(self.shadow_rejections.get_or_create(&labels));
+            let reason = PolicyReasonLabels {
+                policy: policy.clone(),
+                reason: "timeout",
+            };
+            drop(self.fail_open.get_or_create(&reason));
+            drop(self.fail_closed.get_or_create(&reason));
+            drop(self.utilization.get_or_create(&PolicyTierLabels {
+                policy: policy.clone(),
+                plan_tier: none.clone(),
+            }));
+        }
+        drop(self.backend_errors.get_or_create(&BackendErrorLabels {
+            backend,
+            kind: "timeout",
+        }));
+        for result in ["ok", "error"] {
+            drop(self.config_reloads.get_or_create(&ResultLabels { result }));
+        }
+        if backend == "memory" {
+            drop(self.keys.get_or_create(&BackendLabels { backend }));
+        }
+    }
+
+    /// Counts one config reload.
+    pub fn reloaded(&self, ok: bool) {
+        let result = if ok { "ok" } else { "error" };
+        self.config_reloads
+            .get_or_create(&ResultLabels { result })
+            .inc();
+    }
+
+    /// Sets `rate_limit_keys` for the memory backend.
+    pub fn set_keys(&self, backend: &'static str, keys: u64) {
+        self.keys
+            .get_or_create(&BackendLabels { backend })
+            .set(i64::try_from(keys).unwrap_or(i64::MAX));
+    }
+
+    /// The Prometheus (OpenMetrics) text of every metric.
+    pub fn encode(&self) -> String {
+        let mut out = String::with_capacity(4096);
+        // Writing into a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        out
+    }
+}
+
+/// The content type of [`Metrics::encode`].
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";

@@ -1,0 +1,346 @@
+//! Policies as the limiter uses them: compiled once from the config into immutable, validated
+//! parameters (and the header values they always produce), so the check path only looks up.
+//! A reload builds a new `PolicySet` and swaps it in whole.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use http::HeaderValue;
+use sluice_api::{LimitView, PoliciesResponse, PolicyView};
+use sluice_core::{Algorithm, Params};
+
+use crate::config::{FieldError, PolicyConfig, is_valid_name, parse_duration_ms};
+
+/// What a backend failure answers for a policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailMode {
+    /// Allow, marked degraded.
+    Open,
+    /// 503 `backend_unavailable`.
+    Closed,
+}
+
+impl FailMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailMode::Open => "open",
+            FailMode::Closed => "closed",
+        }
+    }
+}
+
+/// The parameters of one (policy, tier) and what they always put in headers.
+#[derive(Debug, Clone)]
+pub struct Limit {
+    pub params: Params,
+    /// `RateLimit-Policy`, computed once.
+    pub policy_header: HeaderValue,
+    /// The `plan_tier` metrics label.
+    pub tier_label: Arc<str>,
+}
+
+/// One compiled policy.
+#[derive(Debug)]
+pub struct Policy {
+    pub name: Arc<str>,
+    pub window: String,
+    pub base: Limit,
+    pub tiers: HashMap<Box<str>, Limit>,
+    pub fail: FailMode,
+    pub shadow: bool,
+    /// `endpoint` label values recorded as themselves.
+    pub endpoints: HashMap<Box<str>, Arc<str>>,
+}
+
+/// `plan_tier` label of a check without a tier.
+pub const NO_TIER: &str = "none";
+/// Label of a tier or endpoint the config does not name.
+pub const OTHER: &str = "other";
+
+impl Policy {
+    /// The limit for `tier`; an absent or unknown tier gets the policy's base limit.
+    pub fn limit_for(&self, tier: Option<&str>) -> &Limit {
+        tier.and_then(|tier| self.tiers.get(tier))
+            .unwrap_or(&self.base)
+    }
+
+    /// The `plan_tier` label of `tier`.
+    pub fn tier_label(&self, tier: Option<&str>, other: &Arc<str>, none: &Arc<str>) -> Arc<str> {
+        match tier {
+            None => none.clone(),
+            Some(tier) => self
+                .tiers
+                .get(tier)
+                .map_or_else(|| other.clone(), |limit| limit.tier_label.clone()),
+        }
+    }
+
+    /// The `endpoint` label of `endpoint`.
+    pub fn endpoint_label(
+        &self,
+        endpoint: Option<&str>,
+        other: &Arc<str>,
+        none: &Arc<str>,
+    ) -> Arc<str> {
+        match endpoint {
+            None => none.clone(),
+            Some(endpoint) => self
+                .endpoints
+                .get(endpoint)
+                .map_or_else(|| other.clone(), Arc::clone),
+        }
+    }
+}
+
+/// Every policy by name. Immutable once built.
+#[derive(Debug, Default)]
+pub struct PolicySet {
+    policies: HashMap<Box<str>, Arc<Policy>>,
+}
+
+impl PolicySet {
+    /// Compiles `[policies.*]`, reporting every bad value.
+    pub fn compile(configs: &BTreeMap<String, PolicyConfig>) -> Result<Self, Vec<FieldError>> {
+        let mut errors = Vec::new();
+        let mut policies = HashMap::with_capacity(configs.len());
+        for (name, config) in configs {
+            if let Some(policy) = compile_policy(name, config, &mut errors) {
+                policies.insert(name.as_str().into(), Arc::new(policy));
+            }
+        }
+        if errors.is_empty() {
+            Ok(PolicySet { policies })
+        } else {
+            Err(errors)
+        }
+    }
+
+    pub fn get(&self, name: &str) -> Option<&Arc<Policy>> {
+        self.policies.get(name)
+    }
+
+    /// Every policy name.
+    pub fn names(&self) -> impl Iterator<Item = &Arc<str>> {
+        self.policies.values().map(|policy| &policy.name)
+    }
+
+    pub fn len(&self) -> usize {
+        self.policies.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.policies.is_empty()
+    }
+
+    /// `GET /v1/policies`.
+    pub fn view(&self) -> PoliciesResponse {
+        let policies = self
+            .policies
+            .values()
+            .map(|policy| {
+                let base = policy.base.params;
+                let tiers = policy
+                    .tiers
+                    .iter()
+                    .map(|(tier, limit)| {
+                        (
+                            tier.to_string(),
+                            LimitView {
+                                limit: limit.params.limit,
+                                window_ms: limit.params.window_ms,
+                                burst: limit.params.burst,
+                            },
+                        )
+                    })
+                    .collect();
+                let view = PolicyView {
+                    algorithm: base.algorithm.as_str().to_owned(),
+                    limit: base.limit,
+                    window: policy.window.clone(),
+                    window_ms: base.window_ms,
+                    burst: base.burst,
+                    fail: policy.fail.as_str().to_owned(),
+                    shadow: policy.shadow,
+                    tiers,
+                };
+                (policy.name.to_string(), view)
+            })
+            .collect();
+        PoliciesResponse { policies }
+    }
+}
+
+fn compile_policy(
+    name: &str,
+    config: &PolicyConfig,
+    errors: &mut Vec<FieldError>,
+) -> Option<Policy> {
+    let field = |key: &str| format!("policies.{name}.{key}");
+    let before = errors.len();
+    if !is_valid_name(name) {
+        errors.push(FieldError::new(
+            format!("policies.{name}"),
+            "a policy name is 1 to 64 of A-Z a-z 0-9 _ . -",
+        ));
+    }
+    let algorithm = match config.algorithm.as_deref() {
+        None => {
+            errors.push(FieldError::new(field("algorithm"), "is required"));
+            None
+        }
+        Some(text) => {
+            let found = Algorithm::ALL.into_iter().find(|a| a.as_str() == text);
+            if found.is_none() {
+                errors.push(FieldError::new(
+                    field("algorithm"),
+                    format!(
+                        "unknown algorithm {text:?}; expected one of fixed_window, sliding_window_log, sliding_window_counter, token_bucket, leaky_bucket, gcra"
+                    ),
+                ));
+            }
+            found
+        }
+    };
+    let limit = match config.limit {
+        None => {
+            errors.push(FieldError::new(field("limit"), "is required"));
+            None
+        }
+        Some(0) => {
+            errors.push(FieldError::new(field("limit"), "limit must be at least 1"));
+            None
+        }
+        Some(limit) => Some(limit),
+    };
+    let window_ms = match config.window.as_deref() {
+        None => {
+            errors.push(FieldError::new(field("window"), "is required"));
+            None
+        }
+        Some(text) => match parse_duration_ms(text) {
+            Ok(0) => {
+                errors.push(FieldError::new(
+                    field("window"),
+                    "window must be at least 1ms",
+                ));
+                None
+            }
+            Ok(ms) => Some(ms),
+            Err(why) => {
+                errors.push(FieldError::new(field("window"), why));
+                None
+            }
+        },
+    };
+    if config.burst == Some(0) {
+        errors.push(FieldError::new(field("burst"), "burst must be at least 1"));
+    }
+    let fail = match config.fail.as_str() {
+        "open" => FailMode::Open,
+        "closed" => FailMode::Closed,
+        other => {
+            errors.push(FieldError::new(
+                field("fail"),
+                format!("unknown fail mode {other:?}; expected open or closed"),
+            ));
+            FailMode::Open
+        }
+    };
+    for endpoint in &config.endpoints {
+        if endpoint.is_empty() || endpoint.len() > 256 {
+            errors.push(FieldError::new(
+                field("endpoints"),
+                "an endpoint label is 1 to 256 bytes",
+            ));
+        }
+    }
+    for (tier, tier_config) in &config.tiers {
+        if !is_valid_name(tier) {
+            errors.push(FieldError::new(
+                field(&format!("tiers.{tier}")),
+                "a tier name is 1 to 64 of A-Z a-z 0-9 _ . -",
+            ));
+        }
+        if tier_config.limit == Some(0) {
+            errors.push(FieldError::new(
+                field(&format!("tiers.{tier}.limit")),
+                "limit must be at least 1",
+            ));
+        }
+        if tier_config.burst == Some(0) {
+            errors.push(FieldError::new(
+                field(&format!("tiers.{tier}.burst")),
+                "burst must be at least 1",
+            ));
+        }
+    }
+    // Zero values are reported above; what is left to check is how the values combine.
+    let (Some(algorithm), Some(limit), Some(window_ms)) = (algorithm, limit, window_ms) else {
+        return None;
+    };
+    let base_params = Params {
+        algorithm,
+        limit,
+        window_ms,
+        burst: config.burst.unwrap_or(limit).max(1),
+    };
+    if let Err(why) = base_params.validate() {
+        errors.push(FieldError::new(field("limit"), why.to_string()));
+    }
+    let base = make_limit(name, base_params, NO_TIER);
+    let mut tiers = HashMap::with_capacity(config.tiers.len());
+    for (tier, tier_config) in &config.tiers {
+        let tier_limit = tier_config.limit.unwrap_or(limit).max(1);
+        let params = Params {
+            algorithm,
+            limit: tier_limit,
+            window_ms,
+            burst: tier_config.burst.unwrap_or(tier_limit).max(1),
+        };
+        match params.validate() {
+            Ok(()) => {
+                tiers.insert(tier.as_str().into(), make_limit(name, params, tier));
+            }
+            Err(why) => errors.push(FieldError::new(
+                field(&format!("tiers.{tier}.limit")),
+                why.to_string(),
+            )),
+        }
+    }
+    if errors.len() > before {
+        return None;
+    }
+    Some(Policy {
+        name: name.into(),
+        window: config.window.clone().unwrap_or_default(),
+        base,
+        tiers,
+        fail,
+        shadow: config.shadow,
+        endpoints: config
+            .endpoints
+            .iter()
+            .map(|e| (e.as_str().into(), Arc::from(e.as_str())))
+            .collect(),
+    })
+}
+
+fn make_limit(policy: &str, params: Params, tier: &str) -> Limit {
+    let header = format!(
+        "\"{policy}\";q={};w={}",
+        params.limit,
+        window_secs(params.window_ms)
+    );
+    Limit {
+        params,
+        // Names are validated to header-safe characters, so this cannot fail.
+        policy_header: HeaderValue::from_str(&header)
+            .unwrap_or_else(|_| HeaderValue::from_static("\"invalid\"")),
+        tier_label: tier.into(),
+    }
+}
+
+/// The window in whole seconds for `w=` (rounded up, at least 1: a header cannot say 0.5).
+pub fn window_secs(window_ms: u64) -> u64 {
+    window_ms.div_ceil(1000).max(1)
+}

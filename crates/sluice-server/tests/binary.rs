@@ -1,0 +1,294 @@
+//! The real `sluiced` binary: `--check-config`, SIGHUP reloads, SIGTERM, socket ownership.
+
+// Helpers here are test code too: a failed set-up should panic the test.
+#![allow(clippy::unwrap_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::Duration;
+
+use http::Method;
+use sluice_api::{CheckRequest, PoliciesResponse};
+use sluice_client::Client;
+
+const BIN: &str = env!("CARGO_BIN_EXE_sluiced");
+
+fn examples() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/sluice.toml")
+}
+
+fn check_config(path: &Path) -> Output {
+    Command::new(BIN)
+        .arg("--check-config")
+        .arg(path)
+        .env_remove("SLUICE_SOCKET")
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn check_config_accepts_the_example() {
+    let out = check_config(&examples());
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn check_config_names_the_file_and_every_bad_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bad.toml");
+    std::fs::write(
+        &path,
+        r#"
+[backend]
+kind = "postgres"
+timeout = "fast"
+
+[telemetry]
+log_format = "xml"
+sample_ratio = 2.0
+
+[listen]
+unix_mode = "999"
+
+[policies.zero]
+algorithm = "fixed_window"
+limit = 0
+window = "1s"
+
+[policies.algo]
+algorithm = "magic"
+limit = 1
+window = "1s"
+
+[policies.short]
+algorithm = "token_bucket"
+limit = 1
+window = "0ms"
+burst = 0
+
+[policies.dur]
+algorithm = "gcra"
+limit = 1
+window = "10 parsecs"
+fail = "maybe"
+"#,
+    )
+    .unwrap();
+    let out = check_config(&path);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    for field in [
+        "backend.kind",
+        "backend.timeout",
+        "telemetry.log_format",
+        "telemetry.sample_ratio",
+        "listen.unix_mode",
+        "policies.zero.limit",
+        "policies.algo.algorithm",
+        "policies.short.window",
+        "policies.short.burst",
+        "policies.dur.window",
+        "policies.dur.fail",
+    ] {
+        let line = format!("{}: {field}: ", path.display());
+        assert!(stderr.contains(&line), "{line} missing from:\n{stderr}");
+    }
+}
+
+#[test]
+fn check_config_names_an_unknown_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("typo.toml");
+    std::fs::write(
+        &path,
+        "[policies.p]\nalgorithm = \"gcra\"\nlimit = 1\nwindow = \"1s\"\nlimmit = 2\n",
+    )
+    .unwrap();
+    let out = check_config(&path);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains(&path.display().to_string()), "{stderr}");
+    assert!(
+        stderr.contains("policies.p") && stderr.contains("limmit"),
+        "{stderr}"
+    );
+}
+
+/// A `sluiced` on a temp socket, killed when dropped.
+struct Running {
+    child: Child,
+    socket: PathBuf,
+    config: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Running {
+    fn start(policies: &str) -> Running {
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("d.sock");
+        let config = dir.path().join("sluice.toml");
+        write_config(&config, &socket, policies);
+        let child = Command::new(BIN)
+            .arg("--config")
+            .arg(&config)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let running = Running {
+            child,
+            socket,
+            config,
+            _dir: dir,
+        };
+        running.wait_until_serving();
+        running
+    }
+
+    fn client(&self) -> Client {
+        Client::unix(&self.socket).with_timeout(Duration::from_secs(5))
+    }
+
+    fn wait_until_serving(&self) {
+        wait_for_socket(&self.socket);
+    }
+
+    fn signal(&self, name: &str) {
+        let status = Command::new("kill")
+            .arg(format!("-{name}"))
+            .arg(self.child.id().to_string())
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Polls until something accepts on `socket` (readiness, not timing: no assertion on how long).
+fn wait_for_socket(socket: &Path) {
+    for _ in 0..500 {
+        if std::os::unix::net::UnixStream::connect(socket).is_ok() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("sluiced did not start on {}", socket.display());
+}
+
+fn write_config(path: &Path, socket: &Path, policies: &str) {
+    let text = format!(
+        "[listen]\nunix = {:?}\nhttp = \"\"\nunix_mode = \"0600\"\n\n{policies}",
+        socket.display().to_string()
+    );
+    std::fs::write(path, text).unwrap();
+}
+
+const ONE: &str = "[policies.p]\nalgorithm = \"fixed_window\"\nlimit = 1\nwindow = \"1h\"\n";
+const THREE: &str = "[policies.p]\nalgorithm = \"fixed_window\"\nlimit = 3\nwindow = \"1h\"\n";
+
+async fn limit_of(client: &Client) -> u64 {
+    let raw = client
+        .send(Method::GET, "/v1/policies", &[], "")
+        .await
+        .unwrap();
+    raw.json::<PoliciesResponse>().unwrap().policies["p"].limit
+}
+
+async fn metrics(client: &Client) -> String {
+    let raw = client.send(Method::GET, "/metrics", &[], "").await.unwrap();
+    String::from_utf8(raw.body.to_vec()).unwrap()
+}
+
+#[tokio::test]
+async fn sighup_applies_a_new_limit_and_a_bad_reload_keeps_it() {
+    let d = Running::start(ONE);
+    let c = d.client();
+    let check = CheckRequest::new("p", "k");
+    assert_eq!(c.check(&check).await.unwrap().status, 200);
+    assert_eq!(c.check(&check).await.unwrap().status, 429);
+
+    write_config(&d.config, &d.socket, THREE);
+    d.signal("HUP");
+    while limit_of(&c).await != 3 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // The counter survived the reload: one used of three.
+    let out = c.check(&check).await.unwrap();
+    assert_eq!((out.status, out.body.remaining), (200, 1));
+
+    write_config(
+        &d.config,
+        &d.socket,
+        "[policies.p]\nalgorithm = \"fixed_window\"\nlimit = 0\nwindow = \"1h\"\n",
+    );
+    d.signal("HUP");
+    while !metrics(&c)
+        .await
+        .contains(r#"rate_limit_config_reloads_total{result="error"} 1"#)
+    {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(
+        metrics(&c)
+            .await
+            .contains(r#"rate_limit_config_reloads_total{result="ok"} 1"#)
+    );
+    assert_eq!(limit_of(&c).await, 3);
+    assert_eq!(c.check(&check).await.unwrap().status, 200);
+    assert_eq!(c.check(&check).await.unwrap().status, 429);
+}
+
+#[test]
+fn sigterm_stops_and_removes_the_socket() {
+    let mut d = Running::start(ONE);
+    let mode = std::os::unix::fs::PermissionsExt::mode(
+        &std::fs::metadata(&d.socket).unwrap().permissions(),
+    );
+    assert_eq!(mode & 0o777, 0o600);
+    d.signal("TERM");
+    let status = d.child.wait().unwrap();
+    assert!(status.success(), "{status}");
+    assert!(!d.socket.exists());
+}
+
+#[test]
+fn a_stale_socket_is_replaced_and_a_live_one_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("stale.sock");
+    // A socket file nobody listens on, as a crashed daemon leaves it.
+    drop(std::os::unix::net::UnixListener::bind(&socket).unwrap());
+    assert!(socket.exists());
+    let config = dir.path().join("c.toml");
+    write_config(&config, &socket, ONE);
+    let mut first = Command::new(BIN)
+        .arg("--config")
+        .arg(&config)
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for_socket(&socket);
+
+    let second = Command::new(BIN)
+        .arg("--config")
+        .arg(&config)
+        .output()
+        .unwrap();
+    assert!(!second.status.success());
+    let stderr = String::from_utf8_lossy(&second.stderr);
+    assert!(stderr.contains("already listening"), "{stderr}");
+    // The refused daemon left the live socket alone.
+    assert!(std::os::unix::net::UnixStream::connect(&socket).is_ok());
+    let _ = first.kill();
+    let _ = first.wait();
+}

@@ -1,0 +1,12 @@
+//! End-to-end tests of sluiced: one binary, one module per area, each test with its own daemon.
+
+// Helpers here are test code too: a failed request should panic the test.
+#![allow(clippy::unwrap_used)]
+
+mod batch;
+mod boundary;
+mod concurrency;
+mod errors;
+mod features;
+mod headers;
+mod routes;
