@@ -1,0 +1,142 @@
+//! The `sluice` binary against a real daemon (in-process `serve` on a temp socket and a
+//! loopback port): exit codes 0 allowed, 1 denied, 2 error, and what it prints.
+#![allow(clippy::unwrap_used)] // set-up helpers outside #[test] fns may unwrap too
+
+use std::path::Path;
+use std::process::Output;
+use std::sync::Arc;
+
+use sluice_server::App;
+use sluice_server::clock::ManualClock;
+use sluice_server::config::{self, ConfigSource};
+use sluice_server::server::{self, Listeners};
+
+const CONFIG: &str = r#"
+[policies.cli]
+algorithm = "fixed_window"
+limit = 2
+window = "1h"
+"#;
+
+struct Daemon {
+    _dir: tempfile::TempDir,
+    socket: std::path::PathBuf,
+    tcp: String,
+    _stop: tokio::sync::oneshot::Sender<()>,
+}
+
+async fn daemon() -> Daemon {
+    let config = config::load(&ConfigSource::Text {
+        name: "cli.toml".to_owned(),
+        toml: CONFIG.to_owned(),
+    })
+    .unwrap();
+    let store = sluice_server::backend::build_store(&config.backend).unwrap();
+    let app = App::new(
+        &config,
+        store,
+        Arc::new(ManualClock::new(1_800_000_000_000)),
+    )
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("sluiced.sock");
+    let unix = server::bind_unix(&socket, 0o600).unwrap();
+    let http = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let tcp = http.local_addr().unwrap().to_string();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let listeners = Listeners {
+        unix: Some(unix),
+        http: Some(http),
+        metrics: None,
+    };
+    tokio::spawn(server::serve(app, listeners, async move {
+        let _ = stopped.await;
+    }));
+    Daemon {
+        _dir: dir,
+        socket,
+        tcp,
+        _stop: stop,
+    }
+}
+
+async fn sluice(socket: &Path, args: &[&str]) -> Output {
+    tokio::process::Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .arg("--socket")
+        .arg(socket)
+        .args(args)
+        .output()
+        .await
+        .unwrap()
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+#[tokio::test]
+async fn check_exits_0_while_allowed_then_1_when_denied() {
+    let d = daemon().await;
+    for remaining in ["1", "0"] {
+        let out = sluice(&d.socket, &["check", "cli", "user:1"]).await;
+        assert_eq!(out.status.code(), Some(0), "{out:?}");
+        assert!(stdout(&out).starts_with("allowed:"), "{out:?}");
+        assert!(
+            stdout(&out).contains(&format!("remaining={remaining}")),
+            "{out:?}"
+        );
+    }
+    let out = sluice(&d.socket, &["check", "cli", "user:1"]).await;
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(stdout(&out).starts_with("denied:"), "{out:?}");
+    assert!(stdout(&out).contains("retry_after="), "{out:?}");
+}
+
+#[tokio::test]
+async fn json_prints_the_daemons_body() {
+    let d = daemon().await;
+    let out = sluice(
+        &d.socket,
+        &["check", "cli", "user:json", "--cost", "2", "--json"],
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let body: serde_json::Value = serde_json::from_str(stdout(&out).trim()).unwrap();
+    assert_eq!(body["allowed"], true);
+    assert_eq!(body["remaining"], 0);
+    assert_eq!(body["policy"], "cli");
+}
+
+#[tokio::test]
+async fn http_reaches_the_same_daemon() {
+    let d = daemon().await;
+    let out = sluice(&d.socket, &["--http", &d.tcp, "check", "cli", "user:tcp"]).await;
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert!(stdout(&out).contains("remaining=1"), "{out:?}");
+}
+
+#[tokio::test]
+async fn errors_exit_2_with_the_reason() {
+    let d = daemon().await;
+    let out = sluice(&d.socket, &["check", "nope", "user:1"]).await;
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("unknown_policy"),
+        "{out:?}"
+    );
+
+    let out = sluice(&d.socket, &["check", "cli", "user:1", "--cost", "3"]).await;
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("cost_exceeds_capacity"),
+        "{out:?}"
+    );
+
+    let missing = d.socket.with_file_name("absent.sock");
+    let out = sluice(&missing, &["check", "cli", "user:1"]).await;
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("cannot connect"),
+        "{out:?}"
+    );
+}
