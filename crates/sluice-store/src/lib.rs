@@ -4,11 +4,41 @@
 //! A store is used as `Arc<dyn Store>`. It receives the policy's parameters and the time with
 //! every call (the daemon owns the clock and the config), and decides with the arithmetic of
 //! `sluice-core`, so every backend gives the same decisions for the same inputs.
+//!
+//! Backends:
+//! - [`MemoryStore`]: process memory, one daemon.
+//! - [`RedisStore`] (`backend.kind = "redis"`): one Redis server, `redis` crate, one
+//!   multiplexed auto-reconnecting connection.
+//! - [`ClusterStore`] (`backend.kind = "cluster"`): Redis Cluster, `fred` crate.
+//!
+//! On Redis each algorithm is a Lua script (`src/lua/`) mirroring the core's integer
+//! arithmetic exactly, run by EVALSHA with the daemon's `now` (loaded on NOSCRIPT, never
+//! re-sent per call): one check is one EVALSHA. Keys follow [`keys`]:
+//! `{prefix}:{<policy>:<key>}:<suffix>`, every key with a TTL equal to the time until its
+//! state is fresh again. A batch is one script when its keys share a slot (always on a
+//! single server) and consume-then-refund across slots on a cluster.
+//!
+//! Neither Redis store ever blocks past its `timeout` nor queues without bound: at most
+//! `max_in_flight` calls run at once, further calls get [`StoreError::Unavailable`] at once;
+//! a call past `timeout` gets [`StoreError::Timeout`]; a server that is down gives
+//! `Unavailable`. Both reconnect by themselves, so the same store serves again once the
+//! server is back or the cluster has failed over.
 
+mod cluster;
+mod config;
 mod error;
+pub mod keys;
 mod memory;
+mod redis;
+mod scripts;
 mod store;
 
+pub use cluster::ClusterStore;
+pub use config::{
+    ClusterStoreConfig, ConfigError, DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_IN_FLIGHT,
+    DEFAULT_TIMEOUT, RedisStoreConfig,
+};
 pub use error::StoreError;
 pub use memory::{MemoryStore, MemoryStoreConfig};
+pub use redis::RedisStore;
 pub use store::{Check, Store};

@@ -110,7 +110,11 @@ impl Shard {
             keys.retain(|_, entry| keep(entry));
         }
         self.policies.retain(|(_, keys)| !keys.is_empty());
-        self.len = self.policies.iter().map(|(_, keys)| keys.len() as u64).sum();
+        self.len = self
+            .policies
+            .iter()
+            .map(|(_, keys)| keys.len() as u64)
+            .sum();
         before - self.len
     }
 }
@@ -159,7 +163,12 @@ impl MemoryStore {
             let freed = shard.evict(now_ms, (self.shard_capacity / 16).max(1));
             self.keys.fetch_sub(freed, Ordering::Relaxed);
         }
-        shard.insert(check.policy, check.key, Entry { state, expires_at }, &self.hasher);
+        shard.insert(
+            check.policy,
+            check.key,
+            Entry { state, expires_at },
+            &self.hasher,
+        );
         self.keys.fetch_add(1, Ordering::Relaxed);
     }
 
@@ -170,7 +179,8 @@ impl MemoryStore {
         now_ms: u64,
     ) -> Result<Decision, StoreError> {
         if let Some(entry) = shard.get_mut(check.policy, check.key) {
-            let decision = sluice_core::decide(&check.params, &mut entry.state, now_ms, check.cost)?;
+            let decision =
+                sluice_core::decide(&check.params, &mut entry.state, now_ms, check.cost)?;
             entry.expires_at = sluice_core::expires_at(&check.params, &entry.state);
             return Ok(decision);
         }
@@ -228,7 +238,12 @@ impl Store for MemoryStore {
                     .map_or(State::Fresh, |e| e.state.clone()),
             };
             let mut state = original.clone();
-            decisions.push(sluice_core::decide(&check.params, &mut state, now_ms, check.cost)?);
+            decisions.push(sluice_core::decide(
+                &check.params,
+                &mut state,
+                now_ms,
+                check.cost,
+            )?);
             originals.push(original);
             working.push(state);
         }
@@ -302,7 +317,10 @@ mod tests {
         store.check(&check("long", long, 1), T0).await.unwrap();
         for i in 0..1000 {
             let key = format!("short-{i}");
-            store.check(&check(&key, fixed(5, 1000), 1), T0).await.unwrap();
+            store
+                .check(&check(&key, fixed(5, 1000), 1), T0)
+                .await
+                .unwrap();
             assert!(store.tracked_keys().unwrap() <= 64);
         }
         let survivor = store.check(&check("long", long, 0), T0).await.unwrap();
@@ -312,19 +330,31 @@ mod tests {
     #[tokio::test]
     async fn housekeeping_forgets_expired_keys_only() {
         let store = MemoryStore::default();
-        store.check(&check("a", fixed(5, 1000), 1), T0).await.unwrap();
-        store.check(&check("b", fixed(5, 60_000), 1), T0).await.unwrap();
+        store
+            .check(&check("a", fixed(5, 1000), 1), T0)
+            .await
+            .unwrap();
+        store
+            .check(&check("b", fixed(5, 60_000), 1), T0)
+            .await
+            .unwrap();
         assert_eq!(store.tracked_keys(), Some(2));
         store.housekeep(T0 + 1000);
         assert_eq!(store.tracked_keys(), Some(1));
-        let b = store.check(&check("b", fixed(5, 60_000), 0), T0 + 1000).await.unwrap();
+        let b = store
+            .check(&check("b", fixed(5, 60_000), 0), T0 + 1000)
+            .await
+            .unwrap();
         assert_eq!(b.remaining, 4);
     }
 
     #[tokio::test]
     async fn peeks_and_denials_of_unknown_keys_store_nothing() {
         let store = MemoryStore::default();
-        store.check(&check("a", fixed(5, 1000), 0), T0).await.unwrap();
+        store
+            .check(&check("a", fixed(5, 1000), 0), T0)
+            .await
+            .unwrap();
         assert_eq!(store.tracked_keys(), Some(0));
     }
 
@@ -336,7 +366,10 @@ mod tests {
         let batch = [check("a", p, 2), check("full", p, 1), check("b", p, 1)];
         let results = store.check_all(&batch, T0).await.unwrap();
         assert!(results[0].allowed && !results[1].allowed && results[2].allowed);
-        assert_eq!(results[0].remaining, 3, "remaining describes the unchanged state");
+        assert_eq!(
+            results[0].remaining, 3,
+            "remaining describes the unchanged state"
+        );
         for key in ["a", "b"] {
             let d = store.check(&check(key, p, 0), T0).await.unwrap();
             assert_eq!(d.remaining, 3, "{key} was not consumed");
@@ -350,7 +383,10 @@ mod tests {
         let batch = [check("a", p, 2), check("b", p, 1), check("a", p, 1)];
         let results = store.check_all(&batch, T0).await.unwrap();
         assert!(results.iter().all(|d| d.allowed));
-        assert_eq!(results[2].remaining, 0, "the second check of `a` saw the first");
+        assert_eq!(
+            results[2].remaining, 0,
+            "the second check of `a` saw the first"
+        );
         let over = [check("a", p, 1), check("b", p, 1)];
         let results = store.check_all(&over, T0).await.unwrap();
         assert!(!results[0].allowed);

@@ -1,1 +1,432 @@
 //! Test support: starts real servers (redis-server, a 6-node Redis Cluster) for tests.
+//!
+//! Every server listens on a free loopback port in its own temporary directory, without
+//! persistence, and is killed when its handle is dropped. Nothing here assumes a server on
+//! 6379, and nothing skips: when `redis-server` is not installed the helpers panic with the
+//! command that installs it.
+//!
+//! Inspection goes through `redis-cli` (`cli`, `cluster_cli`), so this crate needs no Redis
+//! client library of its own.
+
+use std::net::{Ipv4Addr, SocketAddrV4, TcpListener};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use tempfile::TempDir;
+
+const INSTALL_HINT: &str = "redis-server / redis-cli not found: install them with \
+    `apt-get install -y redis-server redis-tools` (Debian/Ubuntu); the Redis tests never skip";
+
+/// Ports handed out by this process, so two servers started concurrently never race for one.
+static TAKEN: Mutex<Vec<u16>> = Mutex::new(Vec::new());
+
+fn require_tools() {
+    for tool in ["redis-server", "redis-cli"] {
+        let found = Command::new(tool)
+            .arg("--version")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false);
+        assert!(found, "{INSTALL_HINT}");
+    }
+}
+
+fn port_free(port: u16) -> bool {
+    TcpListener::bind(SocketAddrV4::new(Ipv4Addr::LOCALHOST, port)).is_ok()
+}
+
+/// A free loopback port whose cluster bus port (`port + 10000`) is free as well.
+pub fn free_port() -> u16 {
+    let mut taken = TAKEN.lock().unwrap_or_else(|e| e.into_inner());
+    for _ in 0..1000 {
+        let port = match TcpListener::bind(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0)) {
+            Ok(listener) => match listener.local_addr() {
+                Ok(addr) => addr.port(),
+                Err(_) => continue,
+            },
+            Err(_) => continue,
+        };
+        if port >= 55_000 || taken.contains(&port) || !port_free(port + 10_000) {
+            continue;
+        }
+        taken.push(port);
+        return port;
+    }
+    panic!("no free loopback port found");
+}
+
+/// Runs `redis-cli -p PORT ARGS…` and returns its stdout (trimmed of the final newline).
+pub fn cli(port: u16, args: &[&str]) -> String {
+    let out = cli_output(port, false, args);
+    String::from_utf8_lossy(&out.stdout).trim_end().to_owned()
+}
+
+/// Like [`cli`] but following cluster redirections (`redis-cli -c`).
+pub fn cluster_cli(port: u16, args: &[&str]) -> String {
+    let out = cli_output(port, true, args);
+    String::from_utf8_lossy(&out.stdout).trim_end().to_owned()
+}
+
+fn cli_output(port: u16, follow: bool, args: &[&str]) -> Output {
+    let mut cmd = Command::new("redis-cli");
+    cmd.arg("-h")
+        .arg("127.0.0.1")
+        .arg("-p")
+        .arg(port.to_string());
+    if follow {
+        cmd.arg("-c");
+    }
+    cmd.args(args);
+    match cmd.output() {
+        Ok(out) => out,
+        Err(e) => panic!("running redis-cli failed ({e}). {INSTALL_HINT}"),
+    }
+}
+
+/// The value of `field` in an `INFO` answer (`field:value` lines).
+pub fn info_field(info: &str, field: &str) -> Option<String> {
+    info.lines().find_map(|line| {
+        line.trim()
+            .strip_prefix(field)
+            .and_then(|rest| rest.strip_prefix(':'))
+            .map(str::to_owned)
+    })
+}
+
+fn wait_until(what: &str, limit: Duration, mut ok: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !ok() {
+        assert!(
+            start.elapsed() < limit,
+            "timed out after {limit:?} waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// One `redis-server` process (a standalone server or a cluster node).
+#[derive(Debug)]
+struct Node {
+    port: u16,
+    dir: PathBuf,
+    extra: Vec<String>,
+    child: Option<Child>,
+}
+
+impl Node {
+    fn new(port: u16, dir: PathBuf, extra: Vec<String>) -> Node {
+        Node {
+            port,
+            dir,
+            extra,
+            child: None,
+        }
+    }
+
+    fn spawn(&mut self) {
+        let mut cmd = Command::new("redis-server");
+        cmd.current_dir(&self.dir)
+            .arg("--port")
+            .arg(self.port.to_string())
+            .arg("--bind")
+            .arg("127.0.0.1")
+            .arg("--dir")
+            .arg(&self.dir)
+            .arg("--save")
+            .arg("")
+            .arg("--appendonly")
+            .arg("no")
+            .arg("--daemonize")
+            .arg("no")
+            .arg("--logfile")
+            .arg(self.dir.join("redis.log"))
+            .args(&self.extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        let child = match cmd.spawn() {
+            Ok(child) => child,
+            Err(e) => panic!("starting redis-server failed ({e}). {INSTALL_HINT}"),
+        };
+        self.child = Some(child);
+        let port = self.port;
+        let log = self.dir.join("redis.log");
+        wait_until(
+            &format!("redis-server on port {port} to answer PING"),
+            Duration::from_secs(10),
+            || {
+                if let Some(child) = self.child.as_mut()
+                    && let Ok(Some(status)) = child.try_wait()
+                {
+                    let log = std::fs::read_to_string(&log).unwrap_or_default();
+                    panic!("redis-server on port {port} exited ({status}):\n{log}");
+                }
+                cli(port, &["PING"]) == "PONG"
+            },
+        );
+    }
+
+    fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            // SIGKILL: the process gets no chance to say goodbye to its clients.
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Sends `signal` with `kill`; whether it was delivered.
+    fn signal(&self, signal: &str) -> bool {
+        self.child.as_ref().is_some_and(|child| {
+            Command::new("kill")
+                .arg(format!("-{signal}"))
+                .arg(child.id().to_string())
+                .status()
+                .is_ok_and(|s| s.success())
+        })
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        self.signal("CONT");
+        self.kill();
+    }
+}
+
+/// A standalone `redis-server` on a free loopback port, without persistence.
+#[derive(Debug)]
+pub struct RedisServer {
+    node: Node,
+    _dir: TempDir,
+}
+
+impl RedisServer {
+    /// Starts a server and waits until it answers `PING`.
+    pub fn start() -> RedisServer {
+        require_tools();
+        let dir = match tempfile::tempdir() {
+            Ok(dir) => dir,
+            Err(e) => panic!("cannot create a temporary directory: {e}"),
+        };
+        let mut node = Node::new(free_port(), dir.path().to_owned(), Vec::new());
+        node.spawn();
+        RedisServer { node, _dir: dir }
+    }
+
+    pub fn port(&self) -> u16 {
+        self.node.port
+    }
+
+    /// `redis://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.node.port)
+    }
+
+    /// `redis-cli` against this server.
+    pub fn cli(&self, args: &[&str]) -> String {
+        cli(self.node.port, args)
+    }
+
+    /// `kill -9` the server: its data and script cache are gone.
+    pub fn kill(&mut self) {
+        self.node.kill();
+    }
+
+    /// Starts the server again on the same port (empty, after [`kill`](Self::kill)).
+    pub fn restart(&mut self) {
+        self.node.kill();
+        self.node.spawn();
+    }
+
+    /// `kill -STOP`: the server keeps its sockets open but answers nothing (a hung server).
+    pub fn pause(&self) {
+        assert!(self.node.signal("STOP"), "kill -STOP failed");
+    }
+
+    /// `kill -CONT` after [`pause`](Self::pause).
+    pub fn resume(&self) {
+        assert!(self.node.signal("CONT"), "kill -CONT failed");
+    }
+}
+
+/// A Redis Cluster of 3 masters and 3 replicas (`cluster-node-timeout` 2000 ms).
+#[derive(Debug)]
+pub struct RedisCluster {
+    nodes: Vec<Node>,
+    _dir: TempDir,
+}
+
+/// The cluster node timeout the test cluster runs with.
+pub const CLUSTER_NODE_TIMEOUT_MS: u64 = 2000;
+
+impl RedisCluster {
+    /// Starts six nodes, creates the cluster and waits until it is fully usable: every node
+    /// reports `cluster_state:ok`, agrees on three masters, and every replica has synced.
+    pub fn start() -> RedisCluster {
+        require_tools();
+        let dir = match tempfile::tempdir() {
+            Ok(dir) => dir,
+            Err(e) => panic!("cannot create a temporary directory: {e}"),
+        };
+        let mut nodes = Vec::new();
+        for i in 0..6 {
+            let node_dir = dir.path().join(format!("node{i}"));
+            if let Err(e) = std::fs::create_dir_all(&node_dir) {
+                panic!("cannot create {}: {e}", node_dir.display());
+            }
+            let extra = [
+                "--cluster-enabled",
+                "yes",
+                "--cluster-config-file",
+                "nodes.conf",
+                "--cluster-node-timeout",
+                &CLUSTER_NODE_TIMEOUT_MS.to_string(),
+                "--repl-diskless-sync",
+                "yes",
+                "--repl-diskless-sync-delay",
+                "0",
+            ]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+            let mut node = Node::new(free_port(), node_dir, extra);
+            node.spawn();
+            nodes.push(node);
+        }
+        let mut create = Command::new("redis-cli");
+        create.arg("--cluster").arg("create");
+        for node in &nodes {
+            create.arg(format!("127.0.0.1:{}", node.port));
+        }
+        create
+            .arg("--cluster-replicas")
+            .arg("1")
+            .arg("--cluster-yes")
+            .stdin(Stdio::null());
+        let out = match create.output() {
+            Ok(out) => out,
+            Err(e) => panic!("redis-cli --cluster create failed to run ({e}). {INSTALL_HINT}"),
+        };
+        assert!(
+            out.status.success(),
+            "redis-cli --cluster create failed:\n{}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let cluster = RedisCluster { nodes, _dir: dir };
+        cluster.wait_healthy(Duration::from_secs(30));
+        cluster
+    }
+
+    /// Waits until every running node reports `cluster_state:ok`, sees three masters
+    /// covering all slots, and every running replica's link to its master is up.
+    pub fn wait_healthy(&self, limit: Duration) {
+        wait_until("the cluster to be healthy", limit, || self.healthy());
+    }
+
+    fn healthy(&self) -> bool {
+        for node in self.nodes.iter().filter(|n| n.child.is_some()) {
+            let info = cli(node.port, &["CLUSTER", "INFO"]);
+            if info_field(&info, "cluster_state").as_deref() != Some("ok")
+                || info_field(&info, "cluster_slots_ok").as_deref() != Some("16384")
+            {
+                return false;
+            }
+            let repl = cli(node.port, &["INFO", "replication"]);
+            match info_field(&repl, "role").as_deref() {
+                Some("slave") => {
+                    if info_field(&repl, "master_link_status").as_deref() != Some("up") {
+                        return false;
+                    }
+                }
+                Some("master") => {}
+                _ => return false,
+            }
+        }
+        true
+    }
+
+    /// Seed URLs of every node (`redis://127.0.0.1:PORT`).
+    pub fn urls(&self) -> Vec<String> {
+        self.nodes
+            .iter()
+            .map(|n| format!("redis://127.0.0.1:{}", n.port))
+            .collect()
+    }
+
+    pub fn ports(&self) -> Vec<u16> {
+        self.nodes.iter().map(|n| n.port).collect()
+    }
+
+    /// A port of a running node.
+    pub fn any_port(&self) -> u16 {
+        self.nodes
+            .iter()
+            .find(|n| n.child.is_some())
+            .map(|n| n.port)
+            .unwrap_or_else(|| panic!("no cluster node is running"))
+    }
+
+    /// `redis-cli -c` against a running node (follows redirections).
+    pub fn cli(&self, args: &[&str]) -> String {
+        cluster_cli(self.any_port(), args)
+    }
+
+    /// `CLUSTER KEYSLOT key`, as the server computes it.
+    pub fn keyslot(&self, key: &str) -> u16 {
+        let answer = cli(self.any_port(), &["CLUSTER", "KEYSLOT", key]);
+        match answer.trim().parse() {
+            Ok(slot) => slot,
+            Err(_) => panic!("CLUSTER KEYSLOT {key:?} answered {answer:?}"),
+        }
+    }
+
+    /// Index (into [`ports`](Self::ports)) of the running master serving `slot`.
+    pub fn master_of_slot(&self, slot: u16) -> usize {
+        for (i, node) in self.nodes.iter().enumerate() {
+            if node.child.is_none() {
+                continue;
+            }
+            let repl = cli(node.port, &["INFO", "replication"]);
+            if info_field(&repl, "role").as_deref() != Some("master") {
+                continue;
+            }
+            let nodes = cli(node.port, &["CLUSTER", "NODES"]);
+            let Some(myself) = nodes.lines().find(|l| l.contains("myself")) else {
+                continue;
+            };
+            for range in myself.split_whitespace().skip(8) {
+                let (lo, hi) = match range.split_once('-') {
+                    Some((lo, hi)) => (lo.parse::<u16>(), hi.parse::<u16>()),
+                    None => (range.parse::<u16>(), range.parse::<u16>()),
+                };
+                if let (Ok(lo), Ok(hi)) = (lo, hi)
+                    && (lo..=hi).contains(&slot)
+                {
+                    return i;
+                }
+            }
+        }
+        panic!("no running master serves slot {slot}");
+    }
+
+    /// `kill -9` node `index`.
+    pub fn kill(&mut self, index: usize) {
+        self.nodes[index].kill();
+    }
+
+    /// Starts node `index` again on its port, with its cluster config (it rejoins).
+    pub fn restart(&mut self, index: usize) {
+        self.nodes[index].kill();
+        self.nodes[index].spawn();
+    }
+
+    /// Directory of node `index` (its `redis.log` is there).
+    pub fn node_dir(&self, index: usize) -> &Path {
+        &self.nodes[index].dir
+    }
+}

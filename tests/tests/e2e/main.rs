@@ -3,6 +3,7 @@
 // Helpers here are test code too: a failed request should panic the test.
 #![allow(clippy::unwrap_used)]
 
+mod backends;
 mod batch;
 mod boundary;
 mod concurrency;

@@ -1,0 +1,321 @@
+//! `ClusterStore`: state in a Redis Cluster, through the `fred` crate in cluster mode.
+//!
+//! Every key of one limit carries the limit's hash tag, so each check is one EVALSHA on the
+//! master of that slot. A batch is grouped by slot: one `batch` EVALSHA per slot (all slots
+//! concurrently), each committing only if all its checks pass; if any slot was denied, the
+//! slots that committed are refunded (consume-then-refund). So no command ever spans slots
+//! and no CROSSSLOT error can occur.
+//!
+//! The client holds one multiplexed connection per master, pipelines concurrent commands on
+//! it, follows MOVED/ASK, refreshes the slot map when a node fails over, and reconnects by
+//! itself. Scripts are loaded on every master on NOSCRIPT (a promoted replica has an empty
+//! script cache) and the call retried once.
+//!
+//! Consume-then-refund is not atomic across slots: between the consume and the refund a
+//! concurrent check may see the batch's consumption and be denied. It never admits more than
+//! the limits allow, and a refund lost to a failing node only delays the return of that quota
+//! until the key's TTL.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use fred::prelude::{
+    Builder, Client, ClientLike, Config, Error as FredError, ErrorKind, ReconnectPolicy,
+    ServerConfig,
+};
+use fred::types::scripts::Script;
+use sluice_core::Decision;
+use tokio::sync::Semaphore;
+
+use crate::config::{ClusterStoreConfig, ConfigError, check_common};
+use crate::scripts::{self, Layout, Runner, ScriptId};
+use crate::{Check, Store, StoreError};
+
+/// Rate-limit state in a Redis Cluster.
+#[derive(Debug, Clone)]
+pub struct ClusterStore {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    client: Client,
+    scripts: Vec<Script>,
+    layout: Layout,
+    timeout: Duration,
+    permits: Arc<Semaphore>,
+}
+
+impl std::fmt::Debug for Inner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClusterStore")
+            .field("prefix", &self.layout.prefix)
+            .field("timeout", &self.timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+/// `redis://[user:password@]host:port` → `(user, password)`, if any.
+fn credentials(url: &str) -> Option<(Option<String>, String)> {
+    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let (userinfo, _) = rest.split('/').next()?.rsplit_once('@')?;
+    match userinfo.split_once(':') {
+        Some((user, password)) => Some((
+            (!user.is_empty()).then(|| user.to_owned()),
+            password.to_owned(),
+        )),
+        None => Some((None, userinfo.to_owned())),
+    }
+}
+
+/// `redis://host:port` (or `host:port`) → `(host, port)`; the port defaults to 6379.
+fn parse_node(url: &str) -> Result<(String, u16), ConfigError> {
+    let invalid = |reason: &str| ConfigError::InvalidUrl {
+        url: url.to_owned(),
+        reason: reason.to_owned(),
+    };
+    let rest = url
+        .strip_prefix("redis://")
+        .or_else(|| url.strip_prefix("redis-cluster://"))
+        .unwrap_or(url);
+    if rest.starts_with("rediss://") || url.starts_with("rediss://") {
+        return Err(invalid("TLS is not supported"));
+    }
+    let rest = rest.split('/').next().unwrap_or(rest);
+    let rest = rest.rsplit('@').next().unwrap_or(rest);
+    let (host, port) = match rest.rsplit_once(':') {
+        Some((host, port)) => (host, port.parse::<u16>().map_err(|_| invalid("bad port"))?),
+        None => (rest, 6379),
+    };
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    if host.is_empty() {
+        return Err(invalid("missing host"));
+    }
+    Ok((host.to_owned(), port))
+}
+
+impl ClusterStore {
+    /// A store on the cluster reachable through `config.nodes`. Starts connecting in the
+    /// background and returns at once (the daemon serves its fail mode until the cluster
+    /// answers). Must be called within a Tokio runtime.
+    pub fn new(config: ClusterStoreConfig) -> Result<Self, ConfigError> {
+        check_common(&config.prefix, config.timeout, config.max_in_flight)?;
+        if config.nodes.is_empty() {
+            return Err(ConfigError::NoNodes);
+        }
+        let hosts = config
+            .nodes
+            .iter()
+            .map(|url| parse_node(url))
+            .collect::<Result<Vec<_>, _>>()?;
+        let (username, password) = config
+            .nodes
+            .iter()
+            .find_map(|url| credentials(url))
+            .map_or((None, None), |(user, password)| (user, Some(password)));
+        let fred_config = Config {
+            server: ServerConfig::new_clustered(hosts),
+            username,
+            password,
+            // Keep retrying the first connection too: the cluster may come up after us.
+            fail_fast: false,
+            ..Default::default()
+        };
+        let timeout = config.timeout;
+        let connect_timeout = config.connect_timeout;
+        let max_in_flight = config.max_in_flight;
+        let client = Builder::from_config(fred_config)
+            .with_performance_config(|perf| {
+                perf.default_command_timeout = timeout;
+            })
+            .with_connection_config(|conn| {
+                conn.connection_timeout = connect_timeout;
+                conn.internal_command_timeout = connect_timeout.max(Duration::from_millis(500));
+                // A command whose connection closed under it is not re-sent: it may have run
+                // already, and re-running a check would consume twice. The caller's next
+                // check goes to the new connection (or the promoted replica).
+                conn.max_command_attempts = 1;
+                conn.max_redirections = 5;
+                // Bounded queue towards the router: past it commands fail at once.
+                // (a cross-slot batch is one command per slot, hence the factor).
+                conn.max_command_buffer_len = max_in_flight.saturating_mul(8);
+                // A node that stops answering (hung, or dead without a RST) is dropped and
+                // the slot map refreshed, instead of waiting for TCP to notice.
+                conn.unresponsive.max_timeout = Some(Duration::from_secs(2));
+                conn.unresponsive.interval = Duration::from_millis(500);
+            })
+            // Reconnect forever, 50 ms doubling up to 1 s between attempts.
+            .set_policy(ReconnectPolicy::new_exponential(0, 50, 1000, 2))
+            .build()
+            .map_err(|e| ConfigError::Client(e.to_string()))?;
+        let _connection_task = client.connect();
+        let scripts = scripts::sources()
+            .iter()
+            .map(|src| Script::from_lua(src.as_str()))
+            .collect();
+        Ok(ClusterStore {
+            inner: Arc::new(Inner {
+                client,
+                scripts,
+                layout: Layout {
+                    prefix: config.prefix,
+                    ttl_grace_ms: config.ttl_grace.as_millis().min(1 << 40) as u64,
+                },
+                timeout,
+                permits: Arc::new(Semaphore::new(max_in_flight)),
+            }),
+        })
+    }
+
+    /// Waits until the client has connected to the cluster (or `limit` passed).
+    pub async fn wait_connected(&self, limit: Duration) -> Result<(), StoreError> {
+        tokio::time::timeout(limit, self.inner.client.wait_for_connect())
+            .await
+            .map_err(|_| StoreError::Timeout)?
+            .map_err(|e| map_error(&e))
+    }
+
+    async fn bounded<T>(
+        &self,
+        call: impl Future<Output = Result<T, StoreError>>,
+    ) -> Result<T, StoreError> {
+        let _permit = self
+            .inner
+            .permits
+            .try_acquire()
+            .map_err(|_| StoreError::Unavailable("too many calls in flight".into()))?;
+        let connected_then_call = async {
+            // Until the client has the slot map (just started, or reconnecting) a command
+            // fails at once with "missing routing state": wait for it within the timeout.
+            if !self.inner.client.is_connected() {
+                self.inner
+                    .client
+                    .wait_for_connect()
+                    .await
+                    .map_err(|e| map_error(&e))?;
+            }
+            call.await
+        };
+        tokio::time::timeout(self.inner.timeout, connected_then_call)
+            .await
+            .map_err(|_| StoreError::Timeout)?
+    }
+}
+
+fn map_error(e: &FredError) -> StoreError {
+    match e.kind() {
+        ErrorKind::Timeout => StoreError::Timeout,
+        ErrorKind::IO
+        | ErrorKind::Canceled
+        | ErrorKind::Backpressure
+        | ErrorKind::Cluster
+        | ErrorKind::Routing => StoreError::Unavailable(e.to_string()),
+        _ => StoreError::Backend(e.to_string()),
+    }
+}
+
+#[async_trait]
+impl Runner for Inner {
+    async fn run(
+        &self,
+        script: ScriptId,
+        keys: Vec<String>,
+        args: Vec<String>,
+    ) -> Result<Vec<i64>, StoreError> {
+        let script = self
+            .scripts
+            .get(script.index())
+            .ok_or_else(|| StoreError::Backend("unknown script".into()))?;
+        script
+            .evalsha_with_reload::<Vec<i64>, _, _>(&self.client, keys, args)
+            .await
+            .map_err(|e| map_error(&e))
+    }
+}
+
+#[async_trait]
+impl Store for ClusterStore {
+    fn kind(&self) -> &'static str {
+        "cluster"
+    }
+
+    async fn check(&self, check: &Check<'_>, now_ms: u64) -> Result<Decision, StoreError> {
+        let inner: &Inner = &self.inner;
+        self.bounded(scripts::check(inner, &inner.layout, check, now_ms))
+            .await
+    }
+
+    /// A batch runs in a task of its own, holding its in-flight permit: if the caller stops
+    /// waiting (its timeout), the task still finishes, and a batch denied on one slot is
+    /// still refunded on the others instead of leaving half its consumption behind. Every
+    /// command in it is bounded by the client's command timeout.
+    async fn check_all(
+        &self,
+        checks: &[Check<'_>],
+        now_ms: u64,
+    ) -> Result<Vec<Decision>, StoreError> {
+        let permit = Arc::clone(&self.inner.permits)
+            .try_acquire_owned()
+            .map_err(|_| StoreError::Unavailable("too many calls in flight".into()))?;
+        let owned: Vec<(String, String, sluice_core::Params, u64)> = checks
+            .iter()
+            .map(|c| (c.policy.to_owned(), c.key.to_owned(), c.params, c.cost))
+            .collect();
+        let inner = Arc::clone(&self.inner);
+        let task = tokio::spawn(async move {
+            let _permit = permit;
+            let checks: Vec<Check<'_>> = owned
+                .iter()
+                .map(|(policy, key, params, cost)| Check {
+                    policy,
+                    key,
+                    params: *params,
+                    cost: *cost,
+                })
+                .collect();
+            scripts::check_all(inner.as_ref(), &inner.layout, &checks, now_ms, true).await
+        });
+        match tokio::time::timeout(self.inner.timeout, task).await {
+            Err(_) => Err(StoreError::Timeout),
+            Ok(Err(e)) => Err(StoreError::Backend(format!("batch task failed: {e}"))),
+            Ok(Ok(result)) => result,
+        }
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        // Every master must answer: a check may land on any of them.
+        tokio::time::timeout(
+            self.inner.timeout.max(Duration::from_millis(100)),
+            self.inner.client.ping::<()>(None),
+        )
+        .await
+        .map_err(|_| StoreError::Timeout)?
+        .map_err(|e| map_error(&e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{credentials, parse_node};
+
+    #[test]
+    fn node_urls() {
+        assert_eq!(
+            parse_node("redis://127.0.0.1:7000").ok(),
+            Some(("127.0.0.1".into(), 7000))
+        );
+        assert_eq!(
+            parse_node("10.0.0.1:7001").ok(),
+            Some(("10.0.0.1".into(), 7001))
+        );
+        assert_eq!(parse_node("redis://h").ok(), Some(("h".into(), 6379)));
+        assert_eq!(parse_node("redis://:pw@h:1/0").ok(), Some(("h".into(), 1)));
+        assert!(parse_node("redis://h:x").is_err());
+        assert_eq!(credentials("redis://h:1"), None);
+        assert_eq!(credentials("redis://:pw@h:1"), Some((None, "pw".into())));
+        assert_eq!(
+            credentials("redis://u:pw@h:1"),
+            Some((Some("u".into()), "pw".into()))
+        );
+    }
+}

@@ -1,0 +1,125 @@
+//! Configuration of the Redis backends.
+
+use std::time::Duration;
+
+/// A backend configuration that cannot work.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    #[error("backend.url {url:?} is not a valid Redis URL: {reason}")]
+    InvalidUrl { url: String, reason: String },
+    #[error("backend.nodes is empty: a cluster needs at least one seed node")]
+    NoNodes,
+    #[error(
+        "backend.prefix {0:?} must be non-empty and contain neither '{{' nor '}}' (it precedes the hash tag)"
+    )]
+    InvalidPrefix(String),
+    #[error("backend.timeout must be more than 0")]
+    ZeroTimeout,
+    #[error("max_in_flight must be at least 1")]
+    ZeroInFlight,
+    #[error("backend client: {0}")]
+    Client(String),
+}
+
+/// Default `backend.timeout`.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(50);
+/// Default bound on concurrent calls into one store.
+pub const DEFAULT_MAX_IN_FLIGHT: usize = 4096;
+/// Default time allowed to open one TCP connection.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// A single Redis server (`backend.kind = "redis"`).
+///
+/// One multiplexed connection carries every request: concurrent checks are pipelined on it
+/// (written back to back, answered in order), so a single connection is not a bottleneck
+/// until Redis itself is (a Redis server runs scripts on one thread anyway). Past
+/// `max_in_flight` concurrent calls the store answers `Unavailable` at once instead of
+/// queueing, so a slow or hung Redis never builds a backlog.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RedisStoreConfig {
+    /// `backend.url`, e.g. `redis://127.0.0.1:6379` (`redis://:password@host:port/db`).
+    /// Default `redis://127.0.0.1:6379`.
+    pub url: String,
+    /// `backend.prefix`, the first component of every key. Default `rl`.
+    pub prefix: String,
+    /// `backend.timeout`: bound on each store call, including a NOSCRIPT reload, and the
+    /// response timeout of the connection. Default 50 ms.
+    pub timeout: Duration,
+    /// Bound on opening a connection. Default 500 ms (calls still end at `timeout`).
+    pub connect_timeout: Duration,
+    /// Most concurrent calls; more are refused with `Unavailable`. Default 4096.
+    pub max_in_flight: usize,
+    /// Added to every key's TTL. Default 0: a key lives exactly until its state is fresh
+    /// again. Keeping a key longer never changes a decision (an expired state decides as a
+    /// fresh one); it only costs memory. Tests replaying synthetic time use it.
+    pub ttl_grace: Duration,
+}
+
+impl Default for RedisStoreConfig {
+    fn default() -> Self {
+        RedisStoreConfig {
+            url: "redis://127.0.0.1:6379".into(),
+            prefix: "rl".into(),
+            timeout: DEFAULT_TIMEOUT,
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            max_in_flight: DEFAULT_MAX_IN_FLIGHT,
+            ttl_grace: Duration::ZERO,
+        }
+    }
+}
+
+/// A Redis Cluster (`backend.kind = "cluster"`).
+///
+/// The client keeps one multiplexed connection per master and pipelines concurrent requests
+/// on each; it learns the slot map from any seed node and follows MOVED/ASK and failovers by
+/// itself. Bounds as for [`RedisStoreConfig`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterStoreConfig {
+    /// `backend.nodes`: seed nodes, e.g. `["redis://127.0.0.1:7000", …]`; one reachable
+    /// node is enough. `redis://[user:]password@host:port` sets the credentials (those of
+    /// the first node that has any, for every node). No TLS. No default.
+    pub nodes: Vec<String>,
+    /// `backend.prefix`. Default `rl`.
+    pub prefix: String,
+    /// `backend.timeout`: bound on each store call (a cross-slot batch with its refund
+    /// included) and the client's command timeout. Default 50 ms.
+    pub timeout: Duration,
+    /// Bound on opening a connection to a node. Default 500 ms.
+    pub connect_timeout: Duration,
+    /// Most concurrent calls; more are refused with `Unavailable`. Default 4096.
+    pub max_in_flight: usize,
+    /// Added to every key's TTL. Default 0: a key lives exactly until its state is fresh
+    /// again. Keeping a key longer never changes a decision (an expired state decides as a
+    /// fresh one); it only costs memory. Tests replaying synthetic time use it.
+    pub ttl_grace: Duration,
+}
+
+impl Default for ClusterStoreConfig {
+    fn default() -> Self {
+        ClusterStoreConfig {
+            nodes: Vec::new(),
+            prefix: "rl".into(),
+            timeout: DEFAULT_TIMEOUT,
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            max_in_flight: DEFAULT_MAX_IN_FLIGHT,
+            ttl_grace: Duration::ZERO,
+        }
+    }
+}
+
+pub(crate) fn check_common(
+    prefix: &str,
+    timeout: Duration,
+    max_in_flight: usize,
+) -> Result<(), ConfigError> {
+    if !crate::keys::valid_prefix(prefix) {
+        return Err(ConfigError::InvalidPrefix(prefix.to_owned()));
+    }
+    if timeout.is_zero() {
+        return Err(ConfigError::ZeroTimeout);
+    }
+    if max_in_flight == 0 {
+        return Err(ConfigError::ZeroInFlight);
+    }
+    Ok(())
+}

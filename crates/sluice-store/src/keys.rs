@@ -1,0 +1,124 @@
+//! The Redis key layout (SPEC "Redis keys"): `{prefix}:{<policy>:<key>}:<suffix>`.
+//!
+//! Everything between the braces is the cluster hash tag, so every key of one limit lands on
+//! one slot and its Lua script touches one slot only. A user key containing `{`, `}` or `%`
+//! is percent-encoded first (`{` → `%7B`, `}` → `%7D`, `%` → `%25`): no key can then close the
+//! tag early (and so pick another key's slot), and since `%` is encoded too the encoding is
+//! injective, so no two user keys share a Redis key. The policy name is encoded the same way
+//! (and `:` in it as well, though policy names are `[A-Za-z0-9_.-]` and never need it), so
+//! `policy:key` splits at its first colon unambiguously.
+
+use std::borrow::Cow;
+
+use sluice_core::Algorithm;
+
+/// Percent-encodes `{`, `}` and `%` (and `:` when `colon`), leaving everything else as is.
+pub fn encode(raw: &str, colon: bool) -> Cow<'_, str> {
+    let special = |c: char| matches!(c, '{' | '}' | '%') || (colon && c == ':');
+    if !raw.contains(special) {
+        return Cow::Borrowed(raw);
+    }
+    let mut out = String::with_capacity(raw.len() + 8);
+    for c in raw.chars() {
+        match c {
+            '{' => out.push_str("%7B"),
+            '}' => out.push_str("%7D"),
+            '%' => out.push_str("%25"),
+            ':' if colon => out.push_str("%3A"),
+            c => out.push(c),
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// The hash tag of a limit (the text between the braces): `<policy>:<encoded key>`.
+pub fn hash_tag(policy: &str, key: &str) -> String {
+    let policy = encode(policy, true);
+    let key = encode(key, false);
+    let mut tag = String::with_capacity(policy.len() + key.len() + 1);
+    tag.push_str(&policy);
+    tag.push(':');
+    tag.push_str(&key);
+    tag
+}
+
+/// The key suffixes of an algorithm's state. gcra and leaky_bucket share their state (as in
+/// the core); the other algorithms each have their own, so a policy that changes algorithm
+/// starts from a fresh state.
+pub fn suffixes(algorithm: Algorithm) -> &'static [&'static str] {
+    match algorithm {
+        Algorithm::FixedWindow => &["fw"],
+        Algorithm::SlidingWindowCounter => &["swc"],
+        Algorithm::SlidingWindowLog => &["swl", "swl:sum"],
+        Algorithm::TokenBucket => &["tb"],
+        Algorithm::Gcra | Algorithm::LeakyBucket => &["gcra"],
+    }
+}
+
+/// Every Redis key holding the state of `(policy, key)` under `algorithm`, in the order the
+/// scripts expect them.
+pub fn limit_keys(prefix: &str, policy: &str, key: &str, algorithm: Algorithm) -> Vec<String> {
+    let tag = hash_tag(policy, key);
+    suffixes(algorithm)
+        .iter()
+        .map(|suffix| format!("{prefix}:{{{tag}}}:{suffix}"))
+        .collect()
+}
+
+/// The Redis Cluster slot of every key of `(policy, key)` (CRC16 of the hash tag, mod 16384).
+pub fn slot(policy: &str, key: &str) -> u16 {
+    key_slot(&hash_tag(policy, key))
+}
+
+/// The cluster slot of a raw Redis key, honouring a `{…}` hash tag as Redis does.
+pub fn key_slot(key: &str) -> u16 {
+    fred::util::redis_keyslot(key.as_bytes())
+}
+
+/// Whether `prefix` can start a key without disturbing the hash tag.
+pub(crate) fn valid_prefix(prefix: &str) -> bool {
+    !prefix.is_empty() && !prefix.contains(['{', '}'])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layout_is_prefix_tag_suffix() {
+        assert_eq!(
+            limit_keys("rl", "public", "user:123", Algorithm::TokenBucket),
+            vec!["rl:{public:user:123}:tb".to_owned()]
+        );
+        assert_eq!(
+            limit_keys("rl", "p", "a}b", Algorithm::SlidingWindowLog),
+            vec![
+                "rl:{p:a%7Db}:swl".to_owned(),
+                "rl:{p:a%7Db}:swl:sum".to_owned()
+            ]
+        );
+    }
+
+    #[test]
+    fn encoding_is_injective_on_hostile_keys() {
+        let keys = [
+            "a}b", "{x}", "}{", "user:{1}", "%7B", "{", "%", "%25", "a%7Db", "x",
+        ];
+        let mut seen = std::collections::HashSet::new();
+        for key in keys {
+            let tag = hash_tag("p", key);
+            assert!(!tag.contains(['{', '}']), "{tag}");
+            assert!(seen.insert(tag), "collision for {key}");
+        }
+    }
+
+    #[test]
+    fn slot_is_the_tag_slot() {
+        // Known value: CLUSTER KEYSLOT foo = 12182.
+        assert_eq!(key_slot("foo"), 12182);
+        assert_eq!(key_slot("rl:{foo}:tb"), 12182);
+        let keys = limit_keys("rl", "p", "{x}", Algorithm::SlidingWindowLog);
+        assert_eq!(key_slot(&keys[0]), slot("p", "{x}"));
+        assert_eq!(key_slot(&keys[1]), slot("p", "{x}"));
+    }
+}

@@ -1,0 +1,68 @@
+-- All-or-nothing checks whose keys share one slot.
+-- ARGV = now_ms, n, ttl grace ms, then per check: algorithm code, limit, window_ms, burst, cost.
+-- KEYS = per check its limit's keys (two for sliding_window_log, code 2; one otherwise).
+-- Every check is decided in order (a key checked twice sees its earlier consumption); if any
+-- is denied, every key is put back as it was. Answers { 1 if committed else 0, then per check
+-- the eight fields of check.lua }.
+local decide = {
+  [0] = fixed_window,
+  [1] = sliding_window_counter,
+  [2] = sliding_window_log,
+  [3] = token_bucket,
+  [4] = gcra,
+  [5] = gcra,
+}
+local now = tonumber(ARGV[1])
+local n = tonumber(ARGV[2])
+TTL_GRACE = tonumber(ARGV[3]) or 0
+local out = { 1 }
+local saved, saved_keys, logs = {}, {}, {}
+local k, a = 1, 4
+for _ = 1, n do
+  local code = tonumber(ARGV[a])
+  local limit, w, burst, cost =
+    tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4])
+  a = a + 5
+  local fn = decide[code]
+  if not fn then
+    return redis.error_reply('ERR sluice: unknown algorithm code')
+  end
+  if code ~= 2 then
+    local key = KEYS[k]
+    if saved[key] == nil then
+      saved[key] = { redis.call('GET', key), redis.call('PTTL', key) }
+      saved_keys[#saved_keys + 1] = key
+    end
+  end
+  local r = fn(k, now, limit, w, burst, cost, code == 5)
+  if r[1] ~= 1 then
+    out[1] = 0
+  elseif code == 2 and cost > 0 then
+    logs[#logs + 1] = { k, limit, w, burst, cost, r[8] }
+  end
+  if code == 2 then
+    k = k + 2
+  else
+    k = k + 1
+  end
+  for j = 1, 8 do
+    out[#out + 1] = r[j]
+  end
+end
+if out[1] == 0 then
+  for i = #logs, 1, -1 do
+    local l = logs[i]
+    sliding_window_log_refund(l[1], now, l[2], l[3], l[4], l[5], l[6])
+  end
+  for _, key in ipairs(saved_keys) do
+    local v = saved[key]
+    if not v[1] then
+      redis.call('DEL', key)
+    elseif v[2] > 0 then
+      redis.call('SET', key, v[1], 'PX', v[2])
+    else
+      redis.call('SET', key, v[1])
+    end
+  end
+end
+return out

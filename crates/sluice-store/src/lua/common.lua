@@ -1,0 +1,52 @@
+-- sluice: helpers shared by every script. Numbers are doubles holding exact integers below
+-- 2^53; integer division is math.floor(a / b) (math.ceil for a rounded-up quotient), which
+-- is exact on such operands. Integers are written with '%d' so no digit is ever lost.
+
+-- Milliseconds every TTL is extended by (the store's `ttl_grace`, 0 by default); set by the
+-- script's main part from ARGV before any state is written.
+local TTL_GRACE = 0
+
+local function int(x)
+  return string.format('%d', x)
+end
+
+-- The numbers of a state string 'a:b[:c]', or nil when absent or not `n` numbers.
+local function parse(raw, n)
+  if not raw then
+    return nil
+  end
+  local t = {}
+  for d in string.gmatch(raw, '%d+') do
+    t[#t + 1] = tonumber(d)
+  end
+  if #t ~= n then
+    return nil
+  end
+  return t
+end
+
+-- Persists a state string. `keep`: whether the state is worth keeping (it existed, or this
+-- check consumed). The TTL is the time until the state is fresh again (`expires - now`), plus
+-- TTL_GRACE; a state already back to fresh is deleted (kept TTL_GRACE when there is one). An
+-- unchanged state is not rewritten (its expiry, and so its TTL, is unchanged).
+local function store(key, raw, keep, fields, expires, now)
+  if not keep then
+    return
+  end
+  local ttl = math.max(expires - now, 0) + TTL_GRACE
+  if ttl <= 0 then
+    if raw then
+      redis.call('DEL', key)
+    end
+    return
+  end
+  local parts = {}
+  for i, f in ipairs(fields) do
+    parts[i] = int(f)
+  end
+  local value = table.concat(parts, ':')
+  if value ~= raw then
+    redis.call('SET', key, value, 'PX', int(ttl))
+  end
+end
+

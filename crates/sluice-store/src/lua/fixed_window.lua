@@ -1,0 +1,62 @@
+-- fixed_window: state 'window:count' (mirrors sluice-core algorithms/fixed_window.rs).
+
+local function fixed_window_expires(window, count, w)
+  if count == 0 then
+    return 0
+  end
+  return (window + 1) * w
+end
+
+local function fixed_window(k, now, limit, w, burst, cost)
+  local key = KEYS[k]
+  local raw = redis.call('GET', key)
+  local s = parse(raw, 2)
+  local window, count
+  if s then
+    window, count = s[1], s[2]
+  else
+    window, count = math.floor(now / w), 0
+  end
+  -- A clock behind the stored window keeps counting in the stored window.
+  local index = math.max(math.floor(now / w), window)
+  if index ~= window then
+    window = index
+    count = 0
+  end
+  local window_end = (index + 1) * w
+  local peek_remaining = math.max(limit - count, 0)
+  local peek_reset = window_end
+  if count == 0 then
+    peek_reset = now
+  end
+  local allowed = count + cost <= limit
+  if allowed then
+    count = count + cost
+  end
+  local reset = window_end
+  if count == 0 then
+    reset = now
+  end
+  local retry = 0
+  if not allowed then
+    retry = math.max(window_end - now, 0)
+  end
+  store(key, raw, s ~= nil or (allowed and cost > 0), { window, count },
+    fixed_window_expires(window, count, w), now)
+  return { allowed and 1 or 0, math.max(limit - count, 0), reset, retry, 0,
+    peek_remaining, peek_reset, index }
+end
+
+local function fixed_window_refund(k, now, limit, w, burst, cost, token)
+  local key = KEYS[k]
+  local raw = redis.call('GET', key)
+  local s = parse(raw, 2)
+  if not s then
+    return
+  end
+  if s[1] == token then
+    s[2] = math.max(s[2] - cost, 0)
+  end
+  store(key, raw, true, s, fixed_window_expires(s[1], s[2], w), now)
+end
+

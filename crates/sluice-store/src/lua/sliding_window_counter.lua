@@ -1,0 +1,91 @@
+-- sliding_window_counter: state 'window:current:previous' (mirrors
+-- sluice-core algorithms/sliding_window_counter.rs).
+
+-- The first `elapsed` in 0..=w at which the previous window's weight is <= room.
+local function swc_decay(previous, room, w)
+  if previous <= room then
+    return 0
+  end
+  local span = (room + 1) * w - 1
+  return w - math.floor(span / previous)
+end
+
+local function swc_expires(window, current, previous, w)
+  if current > 0 then
+    return (window + 2) * w
+  elseif previous > 0 then
+    return (window + 1) * w
+  end
+  return 0
+end
+
+local function swc_reset(start, w, current, previous, now)
+  if current > 0 then
+    return start + w + swc_decay(current, 0, w)
+  elseif previous > 0 then
+    return math.max(start + swc_decay(previous, 0, w), now)
+  end
+  return now
+end
+
+local function sliding_window_counter(k, now0, limit, w, burst, cost)
+  local key = KEYS[k]
+  local raw = redis.call('GET', key)
+  local s = parse(raw, 3)
+  local window, current, previous
+  if s then
+    window, current, previous = s[1], s[2], s[3]
+  else
+    window, current, previous = math.floor(now0 / w), 0, 0
+  end
+  -- A clock behind the stored window is read as the stored window's start.
+  local now = math.max(now0, window * w)
+  local index = math.floor(now / w)
+  if index == window + 1 then
+    previous = current
+    current = 0
+  elseif index > window then
+    previous = 0
+    current = 0
+  end
+  window = index
+  local start = index * w
+  local elapsed = now - start
+  local used = math.floor(previous * (w - elapsed) / w) + current
+  local peek_remaining = math.max(limit - used, 0)
+  local peek_reset = swc_reset(start, w, current, previous, now)
+  local allowed = used + cost <= limit
+  if allowed then
+    current = current + cost
+    used = used + cost
+  end
+  local retry = 0
+  if not allowed then
+    if current + cost <= limit then
+      local room = limit - current - cost
+      retry = math.max(start + swc_decay(previous, room, w) - now, 0)
+    else
+      retry = math.max(start + w + swc_decay(current, limit - cost, w) - now, 0)
+    end
+  end
+  store(key, raw, s ~= nil or (allowed and cost > 0), { window, current, previous },
+    swc_expires(window, current, previous, w), now0)
+  return { allowed and 1 or 0, math.max(limit - used, 0),
+    swc_reset(start, w, current, previous, now), retry, 0, peek_remaining, peek_reset, index }
+end
+
+local function sliding_window_counter_refund(k, now, limit, w, burst, cost, token)
+  local key = KEYS[k]
+  local raw = redis.call('GET', key)
+  local s = parse(raw, 3)
+  if not s then
+    return
+  end
+  if s[1] == token then
+    s[2] = math.max(s[2] - cost, 0)
+  elseif s[1] == token + 1 then
+    s[3] = math.max(s[3] - cost, 0)
+  end
+  store(key, raw, true, s, swc_expires(s[1], s[2], s[3], w), now)
+end
+

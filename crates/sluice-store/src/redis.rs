@@ -1,0 +1,181 @@
+//! `RedisStore`: state in one Redis server, through the `redis` crate.
+//!
+//! One `ConnectionManager` (a multiplexed connection that reconnects by itself) carries every
+//! call; concurrent calls are pipelined on it. Each check is one EVALSHA of its algorithm's
+//! script; a batch is one EVALSHA of the batch script (a single server has no slots, so every
+//! batch is atomic in one call). A script missing from the server (restart, `SCRIPT FLUSH`)
+//! is loaded on NOSCRIPT and the call retried once.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use sluice_core::Decision;
+use tokio::sync::Semaphore;
+
+use crate::config::{ConfigError, RedisStoreConfig, check_common};
+use crate::scripts::{self, Layout, Runner, ScriptId};
+use crate::{Check, Store, StoreError};
+
+/// Rate-limit state in a single Redis server.
+#[derive(Debug, Clone)]
+pub struct RedisStore {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    manager: ConnectionManager,
+    scripts: Vec<redis::Script>,
+    layout: Layout,
+    timeout: Duration,
+    permits: Semaphore,
+}
+
+impl std::fmt::Debug for Inner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisStore")
+            .field("prefix", &self.layout.prefix)
+            .field("timeout", &self.timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RedisStore {
+    /// A store on `config.url`. Connects lazily (the first call, or [`ping`](Store::ping)),
+    /// so the daemon starts while Redis is down and serves its fail mode until it is up.
+    /// Must be called within a Tokio runtime.
+    pub fn new(config: RedisStoreConfig) -> Result<Self, ConfigError> {
+        check_common(&config.prefix, config.timeout, config.max_in_flight)?;
+        let client =
+            redis::Client::open(config.url.as_str()).map_err(|e| ConfigError::InvalidUrl {
+                url: config.url.clone(),
+                reason: e.to_string(),
+            })?;
+        let manager_config = ConnectionManagerConfig::new()
+            .set_response_timeout(Some(config.timeout))
+            .set_connection_timeout(Some(config.connect_timeout))
+            // A failed connection attempt is retried once quickly; the next call starts a new
+            // attempt, so a restarted server is found again within a few calls.
+            .set_number_of_retries(1)
+            .set_min_delay(Duration::from_millis(20))
+            .set_max_delay(Duration::from_millis(200))
+            .set_pipeline_buffer_size(config.max_in_flight.max(50));
+        let manager = ConnectionManager::new_lazy_with_config(client, manager_config)
+            .map_err(|e| ConfigError::Client(e.to_string()))?;
+        let scripts = scripts::sources()
+            .iter()
+            .map(|src| redis::Script::new(src))
+            .collect();
+        Ok(RedisStore {
+            inner: Arc::new(Inner {
+                manager,
+                scripts,
+                layout: Layout {
+                    prefix: config.prefix,
+                    ttl_grace_ms: config.ttl_grace.as_millis().min(1 << 40) as u64,
+                },
+                timeout: config.timeout,
+                permits: Semaphore::new(config.max_in_flight),
+            }),
+        })
+    }
+
+    /// Runs `call` within the in-flight bound and the timeout.
+    async fn bounded<T>(
+        &self,
+        call: impl Future<Output = Result<T, StoreError>>,
+    ) -> Result<T, StoreError> {
+        let _permit = self
+            .inner
+            .permits
+            .try_acquire()
+            .map_err(|_| StoreError::Unavailable("too many calls in flight".into()))?;
+        tokio::time::timeout(self.inner.timeout, call)
+            .await
+            .map_err(|_| StoreError::Timeout)?
+    }
+}
+
+/// Maps a client error to the store's error kinds.
+pub(crate) fn map_error(e: &redis::RedisError) -> StoreError {
+    if e.is_timeout() {
+        StoreError::Timeout
+    } else if e.is_io_error() || e.is_connection_dropped() || e.is_connection_refusal() {
+        StoreError::Unavailable(e.to_string())
+    } else {
+        StoreError::Backend(e.to_string())
+    }
+}
+
+#[async_trait]
+impl Runner for Inner {
+    async fn run(
+        &self,
+        script: ScriptId,
+        keys: Vec<String>,
+        args: Vec<String>,
+    ) -> Result<Vec<i64>, StoreError> {
+        let script = self
+            .scripts
+            .get(script.index())
+            .ok_or_else(|| StoreError::Backend("unknown script".into()))?;
+        let mut invocation = script.prepare_invoke();
+        for key in keys {
+            invocation.key(key);
+        }
+        for arg in args {
+            invocation.arg(arg);
+        }
+        let mut conn = self.manager.clone();
+        invocation
+            .invoke_async::<Vec<i64>>(&mut conn)
+            .await
+            .map_err(|e| map_error(&e))
+    }
+}
+
+#[async_trait]
+impl Store for RedisStore {
+    fn kind(&self) -> &'static str {
+        "redis"
+    }
+
+    async fn check(&self, check: &Check<'_>, now_ms: u64) -> Result<Decision, StoreError> {
+        let inner: &Inner = &self.inner;
+        self.bounded(scripts::check(inner, &inner.layout, check, now_ms))
+            .await
+    }
+
+    async fn check_all(
+        &self,
+        checks: &[Check<'_>],
+        now_ms: u64,
+    ) -> Result<Vec<Decision>, StoreError> {
+        let inner: &Inner = &self.inner;
+        self.bounded(scripts::check_all(
+            inner,
+            &inner.layout,
+            checks,
+            now_ms,
+            false,
+        ))
+        .await
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        let mut conn = self.inner.manager.clone();
+        let pong = tokio::time::timeout(
+            self.inner.timeout.max(Duration::from_millis(100)),
+            redis::cmd("PING").query_async::<String>(&mut conn),
+        )
+        .await
+        .map_err(|_| StoreError::Timeout)?
+        .map_err(|e| map_error(&e))?;
+        if pong == "PONG" {
+            Ok(())
+        } else {
+            Err(StoreError::Backend(format!("PING answered {pong:?}")))
+        }
+    }
+}

@@ -1,0 +1,237 @@
+//! The core's conformance table replayed on every backend: memory, Redis and Redis Cluster
+//! must answer exactly the decisions `sluice-core` computes. One test body, every backend.
+
+#![allow(clippy::unwrap_used)] // tests unwrap, helpers included
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use sluice_core::conformance::{Case, cases, generated_cases};
+use sluice_core::{Algorithm, Decision, Params};
+use sluice_store::{Check, MemoryStore, Store};
+
+/// Steps are replayed as fast as they go, not at their own pace: keys are kept an hour
+/// longer than their state needs (see `common::all_stores_with`).
+const GRACE: Duration = Duration::from_secs(3600);
+
+async fn replay(name: &str, store: &dyn Store, all: &[Case], tag: &str) {
+    for (n, case) in all.iter().enumerate() {
+        let key = format!("{tag}:{n}");
+        for (i, step) in case.steps.iter().enumerate() {
+            let check = Check {
+                policy: "conf",
+                key: &key,
+                params: case.params,
+                cost: step.cost,
+            };
+            let got = store.check(&check, step.at_ms).await.unwrap();
+            assert_eq!(
+                got, step.expect,
+                "{name}: case {:?} step {i} (at {}, cost {})",
+                case.name, step.at_ms, step.cost
+            );
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn every_backend_answers_the_conformance_table() {
+    let servers = common::Servers::start();
+    let mut all = cases();
+    for seed in [1, 2, 3, 42] {
+        all.extend(generated_cases(seed, 200));
+    }
+    assert!(all.len() > 60);
+    for (name, store) in common::all_stores_with(&servers, "conf", GRACE).await {
+        // Hand-checked and generated cases, each on its own key, concurrently by chunk.
+        let mut tasks = Vec::new();
+        for (c, chunk) in all.chunks(8).enumerate() {
+            let store = Arc::clone(&store);
+            let chunk = chunk.to_vec();
+            tasks.push(tokio::spawn(async move {
+                replay(name, store.as_ref(), &chunk, &format!("chunk{c}")).await;
+            }));
+        }
+        for task in tasks {
+            task.await.unwrap();
+        }
+    }
+}
+
+/// A small deterministic generator for batch sequences.
+struct Rng(u64);
+impl Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (self.0 >> 33) % n.max(1)
+    }
+}
+
+/// Random all-or-nothing batches (mixed algorithms, keys on many slots, repeated keys in one
+/// batch) replayed on every backend give exactly the memory store's decisions, which are
+/// all-or-nothing by construction: so a denied batch leaves every key as if it never ran,
+/// including on the cluster, where the batch is consume-then-refund across slots.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn batches_match_the_reference_on_every_backend() {
+    let servers = common::Servers::start();
+    let policies: Vec<(&str, Params)> = Algorithm::ALL
+        .iter()
+        .map(|&algorithm| {
+            let name = match algorithm {
+                Algorithm::FixedWindow => "fw",
+                Algorithm::SlidingWindowLog => "swl",
+                Algorithm::SlidingWindowCounter => "swc",
+                Algorithm::TokenBucket => "tb",
+                Algorithm::LeakyBucket => "leaky",
+                Algorithm::Gcra => "gcra",
+            };
+            (
+                name,
+                Params::new(
+                    algorithm,
+                    4,
+                    1000,
+                    if algorithm.uses_burst() { 6 } else { 4 },
+                )
+                .unwrap(),
+            )
+        })
+        .collect();
+    let keys = ["k0", "k1", "k2", "k3", "a}b", "{x}"];
+    // The script: (at offset, checks as (policy index, key index, cost)).
+    let mut rng = Rng(7);
+    let mut now = sluice_core::conformance::BASE_MS;
+    let mut script = Vec::new();
+    for _ in 0..300 {
+        now += [0, 0, 0, 10, 100, 400][rng.below(6) as usize];
+        let n = 1 + rng.below(5) as usize;
+        let checks: Vec<(usize, usize, u64)> = (0..n)
+            .map(|_| {
+                (
+                    rng.below(policies.len() as u64) as usize,
+                    rng.below(keys.len() as u64) as usize,
+                    rng.below(4),
+                )
+            })
+            .collect();
+        script.push((now, checks));
+    }
+    let run = |store: Arc<dyn Store>| {
+        let script = script.clone();
+        let policies = policies.clone();
+        async move {
+            let mut out: Vec<Vec<Decision>> = Vec::new();
+            for (at, checks) in &script {
+                let batch: Vec<Check<'_>> = checks
+                    .iter()
+                    .map(|&(p, k, cost)| Check {
+                        policy: policies[p].0,
+                        key: keys[k],
+                        params: policies[p].1,
+                        cost,
+                    })
+                    .collect();
+                out.push(store.check_all(&batch, *at).await.unwrap());
+                // A peek at every key after each batch: the state must match too.
+                let peeks: Vec<Check<'_>> = policies
+                    .iter()
+                    .flat_map(|(name, params)| {
+                        keys.iter().map(move |key| Check {
+                            policy: name,
+                            key,
+                            params: *params,
+                            cost: 0,
+                        })
+                    })
+                    .collect();
+                let mut peeked = Vec::new();
+                for peek in &peeks {
+                    peeked.push(store.check(peek, *at).await.unwrap());
+                }
+                out.push(peeked);
+            }
+            out
+        }
+    };
+    let reference = run(Arc::new(MemoryStore::default())).await;
+    let denied = reference
+        .iter()
+        .step_by(2)
+        .filter(|batch| batch.iter().any(|d| !d.allowed))
+        .count();
+    assert!(denied > 30, "the script must deny batches ({denied})");
+    for (name, store) in common::all_stores_with(&servers, "batch", GRACE).await {
+        let got = run(store).await;
+        for (i, (g, r)) in got.iter().zip(&reference).enumerate() {
+            assert_eq!(
+                g,
+                r,
+                "{name}: {} {} of the script",
+                if i % 2 == 0 {
+                    "batch"
+                } else {
+                    "peeks after batch"
+                },
+                i / 2
+            );
+        }
+    }
+}
+
+/// Time that goes backwards (another daemon's clock behind this one's) is clamped the same
+/// way on every backend: sequences with backward jumps, each on its own key, replayed on
+/// every backend give exactly the memory store's (the core's) decisions.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn clocks_going_backwards_decide_alike() {
+    let servers = common::Servers::start();
+    let mut rng = Rng(99);
+    let mut sequences = Vec::new();
+    for algorithm in Algorithm::ALL {
+        for (limit, window_ms, burst) in [(5, 1000, 8), (7, 300, 3), (3, 10_000, 3)] {
+            let params = Params::new(algorithm, limit, window_ms, burst).unwrap();
+            let mut now = sluice_core::conformance::BASE_MS + 5 * window_ms;
+            let mut steps = Vec::new();
+            for _ in 0..150 {
+                match rng.below(8) {
+                    0..=2 => {}
+                    3 | 4 => now += rng.below(window_ms / 3 + 1),
+                    5 => now += rng.below(2 * window_ms),
+                    _ => now -= rng.below(window_ms),
+                }
+                steps.push((now, rng.below(params.capacity().min(4) + 1)));
+            }
+            sequences.push((params, steps));
+        }
+    }
+    let run = |store: Arc<dyn Store>| {
+        let sequences = sequences.clone();
+        async move {
+            let mut out = Vec::new();
+            for (n, (params, steps)) in sequences.iter().enumerate() {
+                let key = format!("back{n}");
+                for &(at, cost) in steps {
+                    let check = Check {
+                        policy: "back",
+                        key: &key,
+                        params: *params,
+                        cost,
+                    };
+                    out.push(store.check(&check, at).await.unwrap());
+                }
+            }
+            out
+        }
+    };
+    let reference = run(Arc::new(MemoryStore::default())).await;
+    for (name, store) in common::all_stores_with(&servers, "back", GRACE).await {
+        let got = run(store).await;
+        for (i, (g, r)) in got.iter().zip(&reference).enumerate() {
+            assert_eq!(g, r, "{name}: step {i} of {:?}", sequences[i / 150].0);
+        }
+    }
+}
