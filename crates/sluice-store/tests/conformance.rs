@@ -235,3 +235,51 @@ async fn clocks_going_backwards_decide_alike() {
         }
     }
 }
+
+/// A limit changed at run time (config reload, tier override) keeps each key's state, and
+/// every backend reads the kept state alike: sequences that switch between a small and a
+/// large limit/burst, each on its own key, give exactly the memory store's decisions.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn limit_changes_keep_state_alike() {
+    let servers = common::Servers::start();
+    let mut rng = Rng(7);
+    let mut sequences = Vec::new();
+    for algorithm in Algorithm::ALL {
+        let small = Params::new(algorithm, 4, 1000, 4).unwrap();
+        let large = Params::new(algorithm, 9, 1000, 12).unwrap();
+        let mut now = sluice_core::conformance::BASE_MS;
+        let mut steps = Vec::new();
+        for _ in 0..120 {
+            now += rng.below(200);
+            let params = if rng.below(3) == 0 { large } else { small };
+            steps.push((params, now, rng.below(params.capacity().min(4) + 1)));
+        }
+        sequences.push(steps);
+    }
+    let run = |store: Arc<dyn Store>| {
+        let sequences = sequences.clone();
+        async move {
+            let mut out = Vec::new();
+            for (n, steps) in sequences.iter().enumerate() {
+                let key = format!("change{n}");
+                for &(params, at, cost) in steps {
+                    let check = Check {
+                        policy: "change",
+                        key: &key,
+                        params,
+                        cost,
+                    };
+                    out.push(store.check(&check, at).await.unwrap());
+                }
+            }
+            out
+        }
+    };
+    let reference = run(Arc::new(MemoryStore::default())).await;
+    for (name, store) in common::all_stores_with(&servers, "change", GRACE).await {
+        let got = run(store).await;
+        for (i, (g, r)) in got.iter().zip(&reference).enumerate() {
+            assert_eq!(g, r, "{name}: step {i} ({:?})", sequences[i / 120][i % 120]);
+        }
+    }
+}
