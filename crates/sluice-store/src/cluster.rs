@@ -16,13 +16,14 @@
 //! the limits allow, and a refund lost to a failing node only delays the return of that quota
 //! until the key's TTL.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use fred::prelude::{
-    Builder, Client, ClientLike, Config, Error as FredError, ErrorKind, ReconnectPolicy,
-    ServerConfig,
+    Builder, Client, ClientLike, Config, Error as FredError, ErrorKind, HashesInterface,
+    KeysInterface, ReconnectPolicy, ServerConfig, SetsInterface,
 };
 use fred::types::scripts::Script;
 use sluice_core::Decision;
@@ -30,7 +31,7 @@ use tokio::sync::Semaphore;
 
 use crate::config::{ClusterStoreConfig, ConfigError, check_common};
 use crate::scripts::{self, Layout, Runner, ScriptId};
-use crate::{Check, Store, StoreError};
+use crate::{Check, LimitOverride, Store, StoreError, overrides};
 
 /// Rate-limit state in a Redis Cluster.
 #[derive(Debug, Clone)]
@@ -202,6 +203,23 @@ impl ClusterStore {
     }
 }
 
+impl ClusterStore {
+    /// An admin command (rare, not on the check path): bounded by the timeout, never by the
+    /// in-flight permits, so a saturated check path cannot lock an operator out.
+    async fn admin<T>(
+        &self,
+        call: impl Future<Output = Result<T, FredError>>,
+    ) -> Result<T, StoreError> {
+        tokio::time::timeout(self.inner.timeout.max(ADMIN_TIMEOUT), call)
+            .await
+            .map_err(|_| StoreError::Timeout)?
+            .map_err(|e| map_error(&e))
+    }
+}
+
+/// Floor of the timeout of admin commands: an operator can wait longer than a check.
+const ADMIN_TIMEOUT: Duration = Duration::from_millis(500);
+
 fn map_error(e: &FredError) -> StoreError {
     match e.kind() {
         ErrorKind::Timeout => StoreError::Timeout,
@@ -280,6 +298,78 @@ impl Store for ClusterStore {
             Ok(Err(e)) => Err(StoreError::Backend(format!("batch task failed: {e}"))),
             Ok(Ok(result)) => result,
         }
+    }
+
+    async fn put_override(&self, change: &LimitOverride) -> Result<(), StoreError> {
+        let prefix = &self.inner.layout.prefix;
+        let client = &self.inner.client;
+        let hash = overrides::hash_key(prefix, &change.policy, &change.tier);
+        let fields: Vec<(&str, String)> = overrides::fields(change);
+        // The keys live on different slots: no transaction, so the order matters. The hash
+        // is complete before the index names it and before the version tells anyone.
+        self.admin(async {
+            client.del::<(), _>(&hash).await?;
+            client.hset::<(), _, _>(&hash, fields).await?;
+            client
+                .sadd::<(), _, _>(
+                    overrides::index_key(prefix),
+                    overrides::member(&change.policy, &change.tier),
+                )
+                .await?;
+            client.incr::<(), _>(overrides::version_key(prefix)).await
+        })
+        .await
+    }
+
+    async fn delete_override(&self, policy: &str, tier: &str) -> Result<bool, StoreError> {
+        let prefix = &self.inner.layout.prefix;
+        let client = &self.inner.client;
+        self.admin(async {
+            let deleted: u64 = client
+                .del(overrides::hash_key(prefix, policy, tier))
+                .await?;
+            client
+                .srem::<(), _, _>(
+                    overrides::index_key(prefix),
+                    overrides::member(policy, tier),
+                )
+                .await?;
+            client.incr::<(), _>(overrides::version_key(prefix)).await?;
+            Ok(deleted > 0)
+        })
+        .await
+    }
+
+    async fn overrides(&self) -> Result<(u64, Vec<LimitOverride>), StoreError> {
+        let prefix = &self.inner.layout.prefix;
+        let client = &self.inner.client;
+        self.admin(async {
+            let version: Option<u64> = client.get(overrides::version_key(prefix)).await?;
+            let members: Vec<String> = client.smembers(overrides::index_key(prefix)).await?;
+            let mut all = Vec::with_capacity(members.len());
+            for member in members {
+                let Some((policy, tier)) = member.split_once(':') else {
+                    continue;
+                };
+                let fields: HashMap<String, String> = client
+                    .hgetall(overrides::hash_key(prefix, policy, tier))
+                    .await?;
+                all.extend(overrides::parse(&member, &fields));
+            }
+            all.sort();
+            Ok((version.unwrap_or(0), all))
+        })
+        .await
+    }
+
+    async fn overrides_version(&self) -> Result<u64, StoreError> {
+        let key = overrides::version_key(&self.inner.layout.prefix);
+        let client = &self.inner.client;
+        self.admin(async {
+            let version: Option<u64> = client.get(key).await?;
+            Ok(version.unwrap_or(0))
+        })
+        .await
     }
 
     async fn ping(&self) -> Result<(), StoreError> {

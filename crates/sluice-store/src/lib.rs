@@ -29,6 +29,7 @@ mod config;
 mod error;
 pub mod keys;
 mod memory;
+mod overrides;
 mod redis;
 mod scripts;
 mod store;
@@ -41,4 +42,4 @@ pub use config::{
 pub use error::StoreError;
 pub use memory::{MemoryStore, MemoryStoreConfig};
 pub use redis::RedisStore;
-pub use store::{Check, Store};
+pub use store::{Check, LimitOverride, Store};

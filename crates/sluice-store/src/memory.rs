@@ -5,7 +5,7 @@
 //! expired (is back to fresh) and then the soonest-expiring ones, a sixteenth of the shard at a
 //! time so the sweep is paid once per many inserts.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use ahash::RandomState;
@@ -13,7 +13,7 @@ use async_trait::async_trait;
 use parking_lot::{Mutex, MutexGuard};
 use sluice_core::{Decision, State};
 
-use crate::{Check, Store, StoreError};
+use crate::{Check, LimitOverride, Store, StoreError};
 
 /// Sizing of a [`MemoryStore`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -126,6 +126,8 @@ pub struct MemoryStore {
     shard_capacity: u64,
     hasher: RandomState,
     keys: AtomicU64,
+    /// Run-time overrides and their version (one daemon: nobody else to tell).
+    overrides: Mutex<(u64, BTreeMap<(String, String), LimitOverride>)>,
 }
 
 impl Default for MemoryStore {
@@ -143,6 +145,7 @@ impl MemoryStore {
             shard_capacity: max_keys.div_ceil(shards as u64),
             hasher: RandomState::new(),
             keys: AtomicU64::new(0),
+            overrides: Mutex::new((0, BTreeMap::new())),
         }
     }
 
@@ -269,6 +272,33 @@ impl Store for MemoryStore {
             }
         }
         Ok(decisions)
+    }
+
+    async fn put_override(&self, change: &LimitOverride) -> Result<(), StoreError> {
+        let mut overrides = self.overrides.lock();
+        overrides.0 += 1;
+        overrides
+            .1
+            .insert((change.policy.clone(), change.tier.clone()), change.clone());
+        Ok(())
+    }
+
+    async fn delete_override(&self, policy: &str, tier: &str) -> Result<bool, StoreError> {
+        let mut overrides = self.overrides.lock();
+        overrides.0 += 1;
+        Ok(overrides
+            .1
+            .remove(&(policy.to_owned(), tier.to_owned()))
+            .is_some())
+    }
+
+    async fn overrides(&self) -> Result<(u64, Vec<LimitOverride>), StoreError> {
+        let overrides = self.overrides.lock();
+        Ok((overrides.0, overrides.1.values().cloned().collect()))
+    }
+
+    async fn overrides_version(&self) -> Result<u64, StoreError> {
+        Ok(self.overrides.lock().0)
     }
 
     fn tracked_keys(&self) -> Option<u64> {

@@ -6,6 +6,7 @@
 //! batch is atomic in one call). A script missing from the server (restart, `SCRIPT FLUSH`)
 //! is loaded on NOSCRIPT and the call retried once.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -16,7 +17,7 @@ use tokio::sync::Semaphore;
 
 use crate::config::{ConfigError, RedisStoreConfig, check_common};
 use crate::scripts::{self, Layout, Runner, ScriptId};
-use crate::{Check, Store, StoreError};
+use crate::{Check, LimitOverride, Store, StoreError, overrides};
 
 /// Rate-limit state in a single Redis server.
 #[derive(Debug, Clone)]
@@ -97,6 +98,23 @@ impl RedisStore {
     }
 }
 
+impl RedisStore {
+    /// An admin command (rare, not on the check path): bounded by the timeout, never by the
+    /// in-flight permits, so a saturated check path cannot lock an operator out.
+    async fn admin<T>(
+        &self,
+        call: impl Future<Output = Result<T, redis::RedisError>>,
+    ) -> Result<T, StoreError> {
+        tokio::time::timeout(self.inner.timeout.max(ADMIN_TIMEOUT), call)
+            .await
+            .map_err(|_| StoreError::Timeout)?
+            .map_err(|e| map_error(&e))
+    }
+}
+
+/// Floor of the timeout of admin commands: an operator can wait longer than a check.
+const ADMIN_TIMEOUT: Duration = Duration::from_millis(500);
+
 /// Maps a client error to the store's error kinds.
 pub(crate) fn map_error(e: &redis::RedisError) -> StoreError {
     if e.is_timeout() {
@@ -161,6 +179,87 @@ impl Store for RedisStore {
             false,
         ))
         .await
+    }
+
+    async fn put_override(&self, change: &LimitOverride) -> Result<(), StoreError> {
+        let prefix = &self.inner.layout.prefix;
+        let mut pipe = redis::pipe();
+        pipe.atomic()
+            .del(overrides::hash_key(prefix, &change.policy, &change.tier))
+            .ignore()
+            .hset_multiple(
+                overrides::hash_key(prefix, &change.policy, &change.tier),
+                &overrides::fields(change),
+            )
+            .ignore()
+            .sadd(
+                overrides::index_key(prefix),
+                overrides::member(&change.policy, &change.tier),
+            )
+            .ignore()
+            .incr(overrides::version_key(prefix), 1)
+            .ignore();
+        self.admin(pipe.query_async::<()>(&mut self.inner.manager.clone()))
+            .await
+    }
+
+    async fn delete_override(&self, policy: &str, tier: &str) -> Result<bool, StoreError> {
+        let prefix = &self.inner.layout.prefix;
+        let mut pipe = redis::pipe();
+        pipe.atomic()
+            .del(overrides::hash_key(prefix, policy, tier))
+            .srem(
+                overrides::index_key(prefix),
+                overrides::member(policy, tier),
+            )
+            .ignore()
+            .incr(overrides::version_key(prefix), 1)
+            .ignore();
+        let (deleted,): (u64,) = self
+            .admin(pipe.query_async(&mut self.inner.manager.clone()))
+            .await?;
+        Ok(deleted > 0)
+    }
+
+    async fn overrides(&self) -> Result<(u64, Vec<LimitOverride>), StoreError> {
+        let prefix = &self.inner.layout.prefix;
+        let mut conn = self.inner.manager.clone();
+        let (version, members): (Option<u64>, Vec<String>) = self
+            .admin(
+                redis::pipe()
+                    .get(overrides::version_key(prefix))
+                    .smembers(overrides::index_key(prefix))
+                    .query_async(&mut conn),
+            )
+            .await?;
+        let mut all = Vec::with_capacity(members.len());
+        for member in members {
+            let Some((policy, tier)) = member.split_once(':') else {
+                continue;
+            };
+            let fields: HashMap<String, String> = self
+                .admin(
+                    redis::cmd("HGETALL")
+                        .arg(overrides::hash_key(prefix, policy, tier))
+                        .query_async(&mut conn),
+                )
+                .await?;
+            all.extend(overrides::parse(&member, &fields));
+        }
+        all.sort();
+        Ok((version.unwrap_or(0), all))
+    }
+
+    async fn overrides_version(&self) -> Result<u64, StoreError> {
+        let key = overrides::version_key(&self.inner.layout.prefix);
+        let version: Option<u64> = self
+            .admin(
+                redis::cmd("GET")
+                    .arg(key)
+                    .query_async(&mut self.inner.manager.clone()),
+            )
+            .await?;
+        Ok(version.unwrap_or(0))
     }
 
     async fn ping(&self) -> Result<(), StoreError> {

@@ -17,6 +17,17 @@ pub struct Check<'a> {
     pub cost: u64,
 }
 
+/// A limit of one (policy, tier) changed at run time (the admin API). Stored in the backend, so
+/// it survives daemon restarts and every daemon sharing the backend applies it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct LimitOverride {
+    pub policy: String,
+    pub tier: String,
+    pub limit: u64,
+    /// `None`: the tier's burst defaults as in the config file.
+    pub burst: Option<u64>,
+}
+
 /// Where rate-limit state lives. Object safe: the daemon holds an `Arc<dyn Store>`.
 #[async_trait]
 pub trait Store: Send + Sync + std::fmt::Debug + 'static {
@@ -35,6 +46,34 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
         checks: &[Check<'_>],
         now_ms: u64,
     ) -> Result<Vec<Decision>, StoreError>;
+
+    /// Stores `change`, replacing the override of its policy and tier, and bumps the version.
+    /// Every backend of sluice keeps overrides; the default is for stores that do not.
+    async fn put_override(&self, _change: &LimitOverride) -> Result<(), StoreError> {
+        Err(StoreError::Unavailable(format!(
+            "the {} store keeps no overrides",
+            self.kind()
+        )))
+    }
+
+    /// Removes the override of (policy, tier); whether there was one. Bumps the version.
+    async fn delete_override(&self, _policy: &str, _tier: &str) -> Result<bool, StoreError> {
+        Err(StoreError::Unavailable(format!(
+            "the {} store keeps no overrides",
+            self.kind()
+        )))
+    }
+
+    /// The version the overrides are at and every stored override, sorted.
+    async fn overrides(&self) -> Result<(u64, Vec<LimitOverride>), StoreError> {
+        Ok((0, Vec::new()))
+    }
+
+    /// A number every change increases: cheap to poll, so a daemon reloads the overrides
+    /// only when another one changed them.
+    async fn overrides_version(&self) -> Result<u64, StoreError> {
+        Ok(0)
+    }
 
     /// Whether the backend answers (`/readyz`).
     async fn ping(&self) -> Result<(), StoreError> {
