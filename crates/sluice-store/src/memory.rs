@@ -41,6 +41,9 @@ struct Entry {
 
 type Keys = HashMap<Box<str>, Entry, RandomState>;
 
+/// The overrides version and the overrides by (policy, tier).
+type Overrides = (u64, BTreeMap<(String, String), LimitOverride>);
+
 /// One shard: per policy (few, scanned linearly), the keys of that policy. Two levels so a
 /// lookup needs no allocated `policy:key` string.
 #[derive(Debug, Default)]
@@ -127,7 +130,7 @@ pub struct MemoryStore {
     hasher: RandomState,
     keys: AtomicU64,
     /// Run-time overrides and their version (one daemon: nobody else to tell).
-    overrides: Mutex<(u64, BTreeMap<(String, String), LimitOverride>)>,
+    overrides: Mutex<Overrides>,
 }
 
 impl Default for MemoryStore {
