@@ -156,6 +156,66 @@ pub struct PoliciesResponse {
     pub policies: BTreeMap<String, PolicyView>,
 }
 
+/// One key of `GET /v1/top`: estimated counts in the period (never below the truth, above it
+/// by at most the report's `error_bound`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TopEntry {
+    pub key: String,
+    pub rejected: u64,
+    pub checked: u64,
+    /// `rejected / checked`.
+    pub ratio: f64,
+}
+
+/// How far each count of a top list may exceed the truth.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TopErrorBound {
+    pub checked: u64,
+    pub rejected: u64,
+}
+
+/// `GET /v1/top?policy=P&by=rejected|checked&n=20&period=5m|60m`: the heaviest keys this
+/// daemon saw for a policy.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TopResponse {
+    pub policy: String,
+    pub by: String,
+    pub period: String,
+    /// Counts come from a fixed-memory sketch.
+    pub approximate: bool,
+    pub error_bound: TopErrorBound,
+    pub total_checked: u64,
+    pub total_rejected: u64,
+    pub keys: Vec<TopEntry>,
+}
+
+/// `PUT /v1/admin/policies/{policy}/tiers/{tier}`: the new limit of one tier.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OverrideRequest {
+    pub limit: u64,
+    /// Defaults to `limit`, as a tier's burst does in the config file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub burst: Option<u64>,
+}
+
+/// One run-time override, as the admin API shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OverrideView {
+    pub policy: String,
+    pub tier: String,
+    pub limit: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub burst: Option<u64>,
+}
+
+/// `GET /v1/admin/policies`: every override stored in the backend.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OverridesResponse {
+    pub version: u64,
+    pub overrides: Vec<OverrideView>,
+}
+
 fn is_false(value: &bool) -> bool {
     !*value
 }

@@ -8,7 +8,9 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
-use sluice_client::api::{CheckRequest, ErrorBody};
+use sluice_client::api::{
+    CheckRequest, ErrorBody, OverrideRequest, OverrideView, OverridesResponse, TopResponse,
+};
 use sluice_client::{Client, RawResponse};
 
 #[derive(Debug, Parser)]
@@ -58,6 +60,47 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Change limits at run time (needs the daemon's admin.token).
+    Admin {
+        /// The daemon's `admin.token`.
+        #[arg(long, env = "SLUICE_ADMIN_TOKEN", hide_env_values = true)]
+        token: String,
+        #[command(subcommand)]
+        action: AdminAction,
+    },
+    /// The keys of POLICY most checked or most rejected recently (this daemon's view).
+    Top {
+        policy: String,
+        /// Rank by `rejected` or `checked`.
+        #[arg(long, default_value = "rejected")]
+        by: String,
+        /// How many keys (1 to 100).
+        #[arg(short, long, default_value_t = 20)]
+        n: u64,
+        /// `5m` or `60m`.
+        #[arg(long, default_value = "5m")]
+        period: String,
+        /// Print the daemon's JSON body as it came.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum AdminAction {
+    /// Set TIER of POLICY to LIMIT (and BURST) on every daemon sharing the backend.
+    Set {
+        policy: String,
+        tier: String,
+        #[arg(long)]
+        limit: u64,
+        #[arg(long)]
+        burst: Option<u64>,
+    },
+    /// Remove the override of TIER of POLICY: back to the config file's limit.
+    Rm { policy: String, tier: String },
+    /// List the overrides stored in the backend.
+    Ls,
 }
 
 fn main() -> ExitCode {
@@ -100,6 +143,14 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 };
                 check(&client, &request, json).await
             }
+            Command::Top {
+                policy,
+                by,
+                n,
+                period,
+                json,
+            } => top(&client, &policy, &by, n, &period, json).await,
+            Command::Admin { token, action } => admin(&client, &token, action).await,
         }
     })
 }
@@ -124,15 +175,173 @@ async fn check(client: &Client, request: &CheckRequest, json: bool) -> anyhow::R
             }
             Ok(ExitCode::from(if raw.status == 200 { 0 } else { 1 }))
         }
-        status => {
+        _ => {
             if !json {
-                match raw.json::<ErrorBody>() {
-                    Ok(error) => eprintln!("sluice: {status} {}: {}", error.error, error.message),
-                    Err(_) => eprintln!("sluice: {status}: {}", String::from_utf8_lossy(&raw.body)),
-                }
+                report_error(&raw);
             }
             Ok(ExitCode::from(2))
         }
+    }
+}
+
+async fn top(
+    client: &Client,
+    policy: &str,
+    by: &str,
+    n: u64,
+    period: &str,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    let path = format!(
+        "/v1/top?policy={}&by={}&n={n}&period={}",
+        query_escape(policy),
+        query_escape(by),
+        query_escape(period)
+    );
+    let raw = client
+        .send(http::Method::GET, &path, &[], Vec::new())
+        .await?;
+    if json {
+        println!("{}", String::from_utf8_lossy(&raw.body));
+        return Ok(ExitCode::from(if raw.status == 200 { 0 } else { 2 }));
+    }
+    if raw.status != 200 {
+        report_error(&raw);
+        return Ok(ExitCode::from(2));
+    }
+    let report: TopResponse = raw.json()?;
+    println!(
+        "policy {} by {} over {}: {} checked, {} rejected (counts approximate, +{} checked / +{} rejected at most)",
+        report.policy,
+        report.by,
+        report.period,
+        report.total_checked,
+        report.total_rejected,
+        report.error_bound.checked,
+        report.error_bound.rejected
+    );
+    let width = report
+        .keys
+        .iter()
+        .map(|k| k.key.len())
+        .max()
+        .unwrap_or(3)
+        .max(3);
+    println!(
+        "{:<width$}  {:>10}  {:>10}  {:>6}",
+        "key", "rejected", "checked", "ratio"
+    );
+    for entry in &report.keys {
+        println!(
+            "{:<width$}  {:>10}  {:>10}  {:>5.1}%",
+            entry.key,
+            entry.rejected,
+            entry.checked,
+            entry.ratio * 100.0
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn admin(client: &Client, token: &str, action: AdminAction) -> anyhow::Result<ExitCode> {
+    let auth = format!("Bearer {token}");
+    let headers = [("authorization", auth.as_str())];
+    let tier_path = |policy: &str, tier: &str| {
+        format!(
+            "/v1/admin/policies/{}/tiers/{}",
+            query_escape(policy),
+            query_escape(tier)
+        )
+    };
+    let raw = match &action {
+        AdminAction::Set {
+            policy,
+            tier,
+            limit,
+            burst,
+        } => {
+            let body = serde_json::to_vec(&OverrideRequest {
+                limit: *limit,
+                burst: *burst,
+            })?;
+            client
+                .send(http::Method::PUT, &tier_path(policy, tier), &headers, body)
+                .await?
+        }
+        AdminAction::Rm { policy, tier } => {
+            client
+                .send(
+                    http::Method::DELETE,
+                    &tier_path(policy, tier),
+                    &headers,
+                    Vec::new(),
+                )
+                .await?
+        }
+        AdminAction::Ls => {
+            client
+                .send(
+                    http::Method::GET,
+                    "/v1/admin/policies",
+                    &headers,
+                    Vec::new(),
+                )
+                .await?
+        }
+    };
+    if raw.status != 200 {
+        report_error(&raw);
+        return Ok(ExitCode::from(2));
+    }
+    match action {
+        AdminAction::Set { policy, tier, .. } => {
+            let set: OverrideView = raw.json()?;
+            let burst = set
+                .burst
+                .map_or_else(|| "default".to_owned(), |b| b.to_string());
+            println!("{policy}/{tier}: limit {} burst {burst}", set.limit);
+        }
+        AdminAction::Rm { policy, tier } => println!("{policy}/{tier}: override removed"),
+        AdminAction::Ls => {
+            let list: OverridesResponse = raw.json()?;
+            println!(
+                "{:<24}  {:<16}  {:>10}  {:>10}",
+                "policy", "tier", "limit", "burst"
+            );
+            for o in list.overrides {
+                let burst = o.burst.map_or_else(|| "-".to_owned(), |b| b.to_string());
+                println!(
+                    "{:<24}  {:<16}  {:>10}  {:>10}",
+                    o.policy, o.tier, o.limit, burst
+                );
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Percent-encodes a query value or path segment (the characters that would change its meaning).
+fn query_escape(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    for byte in value.bytes() {
+        match byte {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                out.push(byte as char)
+            }
+            _ => out.push_str(&format!("%{byte:02X}")),
+        }
+    }
+    out
+}
+
+fn report_error(raw: &RawResponse) {
+    match raw.json::<ErrorBody>() {
+        Ok(error) => eprintln!("sluice: {} {}: {}", raw.status, error.error, error.message),
+        Err(_) => eprintln!(
+            "sluice: {}: {}",
+            raw.status,
+            String::from_utf8_lossy(&raw.body)
+        ),
     }
 }
 

@@ -12,6 +12,9 @@ use sluice_server::config::{self, ConfigSource};
 use sluice_server::server::{self, Listeners};
 
 const CONFIG: &str = r#"
+[admin]
+token = "t0k3n"
+
 [policies.cli]
 algorithm = "fixed_window"
 limit = 2
@@ -137,6 +140,87 @@ async fn errors_exit_2_with_the_reason() {
     assert_eq!(out.status.code(), Some(2), "{out:?}");
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("cannot connect"),
+        "{out:?}"
+    );
+}
+
+#[tokio::test]
+async fn top_prints_the_limited_keys_as_a_table() {
+    let d = daemon().await;
+    for _ in 0..4 {
+        sluice(&d.socket, &["check", "cli", "user:noisy"]).await;
+    }
+    let out = sluice(&d.socket, &["top", "cli"]).await;
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let text = stdout(&out);
+    let row = text.lines().find(|l| l.starts_with("user:noisy")).unwrap();
+    let cells: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(cells[1..3], ["2", "4"], "2 rejected of 4 checked: {text}");
+    assert!(text.contains("approximate"), "{text}");
+
+    let out = sluice(&d.socket, &["top", "cli", "--by", "often"]).await;
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("bad_request"),
+        "{out:?}"
+    );
+}
+
+async fn sluice_env(socket: &Path, env: &[(&str, &str)], args: &[&str]) -> Output {
+    tokio::process::Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .arg("--socket")
+        .arg(socket)
+        .args(args)
+        .envs(env.iter().copied())
+        .output()
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn admin_sets_lists_and_removes_overrides() {
+    let d = daemon().await;
+    let token = [("SLUICE_ADMIN_TOKEN", "t0k3n")];
+    let out = sluice_env(
+        &d.socket,
+        &token,
+        &["admin", "set", "cli", "gold", "--limit", "9"],
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert!(stdout(&out).contains("cli/gold: limit 9"), "{out:?}");
+
+    let out = sluice(
+        &d.socket,
+        &["check", "cli", "u", "--tier", "gold", "--json"],
+    )
+    .await;
+    let body: serde_json::Value = serde_json::from_str(stdout(&out).trim()).unwrap();
+    assert_eq!(body["limit"], 9, "the override is in force");
+
+    let out = sluice(&d.socket, &["admin", "--token", "t0k3n", "ls"]).await;
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let row = stdout(&out)
+        .lines()
+        .find(|l| l.starts_with("cli "))
+        .map(str::to_owned);
+    let cells: Vec<String> = row.unwrap().split_whitespace().map(str::to_owned).collect();
+    assert_eq!(cells, ["cli", "gold", "9", "-"]);
+
+    let out = sluice_env(&d.socket, &token, &["admin", "rm", "cli", "gold"]).await;
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let out = sluice(
+        &d.socket,
+        &["check", "cli", "u", "--tier", "gold", "--json"],
+    )
+    .await;
+    let body: serde_json::Value = serde_json::from_str(stdout(&out).trim()).unwrap();
+    assert_eq!(body["limit"], 2, "back to the file's limit");
+
+    let out = sluice(&d.socket, &["admin", "--token", "wrong", "ls"]).await;
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("unauthorized"),
         "{out:?}"
     );
 }

@@ -7,19 +7,27 @@ use std::fmt;
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
-use axum::extract::{DefaultBodyLimit, State};
+use std::collections::HashMap;
+
+use axum::extract::Query;
+use axum::extract::rejection::{BytesRejection, QueryRejection};
+use axum::extract::{DefaultBodyLimit, FromRequestParts, State};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use http::header::{CONTENT_TYPE, RETRY_AFTER};
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use serde::de::{self, Deserializer, Visitor};
 use serde::{Deserialize, Serialize};
-use sluice_api::{BatchResponse, CheckResponse, ErrorBody, MAX_BODY_BYTES, Problem, codes};
+use sluice_api::{
+    BatchResponse, CheckResponse, ErrorBody, MAX_BODY_BYTES, Problem, TopEntry, TopErrorBound,
+    TopResponse, codes,
+};
 
 use crate::App;
 use crate::limiter::{CheckInput, LimitError, Verdict};
 use crate::metrics;
+use crate::telemetry::TraceParent;
+use crate::top::{By, MAX_TOP, Period};
 
 const X_LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-limit");
 const X_REMAINING: HeaderName = HeaderName::from_static("x-ratelimit-remaining");
@@ -34,16 +42,26 @@ const ONE: HeaderValue = HeaderValue::from_static("1");
 
 /// The router of the API.
 pub fn router(app: App) -> Router {
-    Router::new()
+    // Without a token the admin routes do not exist: they answer the JSON 404 of any path.
+    let admin = app
+        .admin_token
+        .clone()
+        .map(|token| crate::admin::router(app.clone(), token));
+    let router = Router::new()
         .route("/v1/check", post(check))
         .route("/v1/policies", get(policies))
+        .route("/v1/top", get(top_keys))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics_text))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
-        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
-        .with_state(app)
+        .with_state(app);
+    match admin {
+        Some(admin) => router.merge(admin),
+        None => router,
+    }
+    .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
 }
 
 /// A router serving only `/metrics`, for `listen.metrics`.
@@ -64,7 +82,7 @@ pub struct ApiError {
 }
 
 impl ApiError {
-    fn new(status: StatusCode, code: &str, message: impl Into<String>) -> Self {
+    pub(crate) fn new(status: StatusCode, code: &str, message: impl Into<String>) -> Self {
         ApiError {
             status,
             body: ErrorBody {
@@ -76,12 +94,12 @@ impl ApiError {
         }
     }
 
-    fn field(mut self, field: Option<String>) -> Self {
+    pub(crate) fn field(mut self, field: Option<String>) -> Self {
         self.body.field = field;
         self
     }
 
-    fn bad_request(message: impl Into<String>, field: Option<String>) -> Self {
+    pub(crate) fn bad_request(message: impl Into<String>, field: Option<String>) -> Self {
         ApiError::new(StatusCode::BAD_REQUEST, codes::BAD_REQUEST, message).field(field)
     }
 }
@@ -124,7 +142,7 @@ impl IntoResponse for ApiError {
     }
 }
 
-fn json_response<T: Serialize>(status: StatusCode, body: &T) -> Response {
+pub(crate) fn json_response<T: Serialize>(status: StatusCode, body: &T) -> Response {
     json_with(status, JSON, body)
 }
 
@@ -215,8 +233,13 @@ struct Incoming<'a> {
 }
 
 fn parse(body: &[u8]) -> Result<Incoming<'_>, ApiError> {
+    parse_json(body)
+}
+
+/// A JSON body as `T`, or a 400 naming the missing, unknown or wrong-typed field.
+pub(crate) fn parse_json<'de, T: Deserialize<'de>>(body: &'de [u8]) -> Result<T, ApiError> {
     let mut de = serde_json::Deserializer::from_slice(body);
-    let parsed: Incoming<'_> = serde_path_to_error::deserialize(&mut de).map_err(|err| {
+    let parsed: T = serde_path_to_error::deserialize(&mut de).map_err(|err| {
         let path = err.path().to_string();
         let inner = err.into_inner();
         let mut field = (path != ".").then_some(path);
@@ -248,12 +271,31 @@ fn required<'a>(value: &'a Option<Text<'_>>, field: &str) -> Result<&'a str, Api
     })
 }
 
-async fn check(State(app): State<App>, body: Result<Bytes, BytesRejection>) -> Response {
+/// The caller's trace, read from the `traceparent` header without copying the headers.
+#[derive(Debug)]
+struct Traced(TraceParent);
+
+impl<S: Send + Sync> FromRequestParts<S> for Traced {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(
+        parts: &mut http::request::Parts,
+        _: &S,
+    ) -> Result<Self, Self::Rejection> {
+        Ok(Traced(TraceParent::from_headers(&parts.headers)))
+    }
+}
+
+async fn check(
+    State(app): State<App>,
+    Traced(parent): Traced,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
     let body = match body {
         Ok(body) => body,
         Err(rejection) => return body_rejection(&rejection).into_response(),
     };
-    match decide(&app, &body).await {
+    match decide(&app, &body, &parent).await {
         Ok(response) => response,
         Err(err) => err.into_response(),
     }
@@ -271,12 +313,15 @@ fn body_rejection(rejection: &BytesRejection) -> ApiError {
     }
 }
 
-async fn decide(app: &App, body: &[u8]) -> Result<Response, ApiError> {
+async fn decide(app: &App, body: &[u8], parent: &TraceParent) -> Result<Response, ApiError> {
     let incoming = parse(body)?;
     let now_ms = app.clock.now_ms();
     if let Some(checks) = &incoming.checks {
         let inputs: Vec<CheckInput<'_>> = checks.iter().map(IncomingCheck::input).collect();
-        let verdicts = app.limiter.check_batch(&inputs, now_ms).await?;
+        let verdicts = app
+            .limiter
+            .check_batch_traced(&inputs, now_ms, parent)
+            .await?;
         return Ok(batch_response(&verdicts));
     }
     let input = CheckInput {
@@ -286,7 +331,7 @@ async fn decide(app: &App, body: &[u8]) -> Result<Response, ApiError> {
         tier: incoming.tier.as_ref().map(|t| &*t.0),
         endpoint: incoming.endpoint.as_ref().map(|e| &*e.0),
     };
-    let verdict = app.limiter.check(&input, now_ms).await?;
+    let verdict = app.limiter.check_traced(&input, now_ms, parent).await?;
     let body = body_of(&verdict);
     let mut response = if verdict.allowed {
         json_response(StatusCode::OK, &body)
@@ -406,6 +451,7 @@ async fn policies(State(app): State<App>) -> Response {
 }
 
 async fn metrics_text(State(app): State<App>) -> Response {
+    app.limiter.refresh_gauges(app.clock.now_ms());
     let store = app.limiter.store();
     if let Some(keys) = store.tracked_keys() {
         app.limiter.metrics().set_keys(store.kind(), keys);
@@ -419,6 +465,70 @@ async fn metrics_text(State(app): State<App>) -> Response {
         app.limiter.metrics().encode(),
     )
         .into_response()
+}
+
+/// `GET /v1/top?policy=P&by=rejected|checked&n=20&period=5m|60m`.
+async fn top_keys(
+    State(app): State<App>,
+    query: Result<Query<HashMap<String, String>>, QueryRejection>,
+) -> Result<Response, ApiError> {
+    let Query(query) = query.map_err(|e| ApiError::bad_request(e.body_text(), None))?;
+    let field = |name: &str| query.get(name).map(String::as_str);
+    let bad = |name: &str, why: &str| {
+        ApiError::bad_request(format!("{name}: {why}"), Some(name.to_owned()))
+    };
+    let policy = field("policy").ok_or_else(|| bad("policy", "required"))?;
+    let by = match field("by") {
+        None => By::Rejected,
+        Some(text) => By::parse(text).ok_or_else(|| bad("by", "must be rejected or checked"))?,
+    };
+    let period = match field("period") {
+        None => Period::FiveMinutes,
+        Some(text) => Period::parse(text).ok_or_else(|| bad("period", "must be 5m or 60m"))?,
+    };
+    let n = match field("n") {
+        None => 20,
+        Some(text) => text
+            .parse::<usize>()
+            .ok()
+            .filter(|n| (1..=MAX_TOP).contains(n))
+            .ok_or_else(|| bad("n", &format!("must be an integer from 1 to {MAX_TOP}")))?,
+    };
+    let report = app
+        .limiter
+        .top()
+        .top(policy, period, by, n, app.clock.now_ms())
+        .ok_or_else(|| {
+            ApiError::new(
+                StatusCode::NOT_FOUND,
+                codes::UNKNOWN_POLICY,
+                format!("unknown policy {policy:?}"),
+            )
+            .field(Some("policy".to_owned()))
+        })?;
+    let body = TopResponse {
+        policy: policy.to_owned(),
+        by: by.as_str().to_owned(),
+        period: period.as_str().to_owned(),
+        approximate: true,
+        error_bound: TopErrorBound {
+            checked: report.error_checked,
+            rejected: report.error_rejected,
+        },
+        total_checked: report.total_checked,
+        total_rejected: report.total_rejected,
+        keys: report
+            .entries
+            .into_iter()
+            .map(|e| TopEntry {
+                key: e.key,
+                rejected: e.rejected,
+                checked: e.checked,
+                ratio: e.ratio,
+            })
+            .collect(),
+    };
+    Ok(json_response(StatusCode::OK, &body))
 }
 
 async fn not_found(uri: http::Uri) -> ApiError {

@@ -3,16 +3,20 @@
 //! The binary (`main.rs`) only parses arguments, binds, and handles signals; everything a test
 //! needs to run a real daemon in process is here: [`App`], [`server::serve`], the clocks.
 
+pub mod admin;
 pub mod backend;
 pub mod clock;
 pub mod config;
 pub mod http;
 pub mod limiter;
 pub mod metrics;
+pub mod overrides;
 pub mod policy;
 pub mod server;
+pub mod telemetry;
 #[cfg(test)]
 mod testing;
+pub mod top;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,13 +27,17 @@ use crate::clock::Clock;
 use crate::config::{Config, FieldError};
 use crate::limiter::Limiter;
 use crate::metrics::Metrics;
-use crate::policy::PolicySet;
+use crate::overrides::RuntimeLimits;
 
 /// Everything a request handler needs: cheap to clone.
 #[derive(Debug, Clone)]
 pub struct App {
     pub limiter: Arc<Limiter>,
     pub clock: Arc<dyn Clock>,
+    /// The file's policies and the run-time overrides they are compiled with.
+    pub limits: Arc<RuntimeLimits>,
+    /// `admin.token`; `None` keeps the admin API off.
+    pub admin_token: Option<String>,
 }
 
 impl App {
@@ -39,12 +47,15 @@ impl App {
         store: Arc<dyn Store>,
         clock: Arc<dyn Clock>,
     ) -> Result<App, Vec<FieldError>> {
-        let policies = PolicySet::compile(&config.policies)?;
+        let limits = RuntimeLimits::new(config.policies.clone());
+        let policies = limits.replace_file(config.policies.clone())?;
         let timeout = Duration::from_millis(config.backend.timeout_ms());
         let limiter = Limiter::new(store, policies, Arc::new(Metrics::new()), timeout);
         Ok(App {
             limiter: Arc::new(limiter),
             clock,
+            limits: Arc::new(limits),
+            admin_token: (!config.admin.token.is_empty()).then(|| config.admin.token.clone()),
         })
     }
 }

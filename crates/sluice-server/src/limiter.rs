@@ -1,7 +1,9 @@
 //! The one place that calls the store. It turns a request into a [`Check`] (policy, tier,
 //! cost), bounds remote backends by `backend.timeout`, maps backend failures to the policy's
-//! fail mode, applies shadow mode and records the decision metrics. Tracing spans around the
-//! store call belong in [`Limiter::call_store`] / [`Limiter::call_store_all`].
+//! fail mode, applies shadow mode and records the decision metrics and the trace: the
+//! `ratelimit.check` span of a check and, in [`Limiter::call_store`] /
+//! [`Limiter::call_store_all`], the child span and the `rate_limit_redis_duration_seconds`
+//! timing of every backend call. Backends themselves hold no observability code.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -10,11 +12,18 @@ use arc_swap::ArcSwap;
 use sluice_api::{MAX_BATCH, MAX_KEY_BYTES};
 use sluice_core::{CheckError, Decision};
 use sluice_store::{Check, Store, StoreError};
+use tracing::Span;
 
 use crate::metrics::{
-    BackendErrorLabels, Metrics, PolicyLabels, PolicyReasonLabels, PolicyTierLabels, RequestLabels,
+    BackendErrorLabels, BackendOpLabels, Metrics, PolicyLabels, PolicyReasonLabels,
+    PolicyTierLabels, RequestLabels,
 };
 use crate::policy::{FailMode, Limit, NO_TIER, OTHER, Policy, PolicySet};
+use crate::telemetry::{self, TraceParent};
+use crate::top::TopKeys;
+
+/// The `op` of a batch call in `rate_limit_redis_duration_seconds`.
+const BATCH_OP: &str = "batch";
 
 /// One check as the edge parsed it (borrowed from the request body).
 #[derive(Debug, Clone, Copy)]
@@ -71,8 +80,12 @@ pub struct Limiter {
     metrics: Arc<Metrics>,
     /// `None` for the memory backend, which cannot hang.
     timeout: Option<Duration>,
+    /// The `backend` label of `rate_limit_redis_duration_seconds`, for the Redis backends.
+    redis: Option<&'static str>,
     other: Arc<str>,
     none: Arc<str>,
+    /// Who is being limited, per policy (`/v1/top`, `rate_limit_denied_keys_ratio`).
+    top: TopKeys,
 }
 
 /// A check resolved against its policy, not yet decided.
@@ -92,14 +105,19 @@ impl Limiter {
         timeout: Duration,
     ) -> Self {
         let timeout = (store.kind() != "memory").then_some(timeout);
+        let redis = matches!(store.kind(), "redis" | "cluster").then_some(store.kind());
         metrics.prime(store.kind(), policies.names());
+        let top = TopKeys::new();
+        top.retain_policies(policies.names());
         Limiter {
             store,
             policies: ArcSwap::from_pointee(policies),
             metrics,
             timeout,
+            redis,
             other: OTHER.into(),
             none: NO_TIER.into(),
+            top,
         }
     }
 
@@ -111,6 +129,25 @@ impl Limiter {
         &self.metrics
     }
 
+    /// Who is being limited, per policy.
+    pub fn top(&self) -> &TopKeys {
+        &self.top
+    }
+
+    /// Brings the gauges computed from recent history up to `now_ms` (before a scrape).
+    pub fn refresh_gauges(&self, now_ms: u64) {
+        for name in self.policies.load().names() {
+            if let Some(ratio) = self.top.denied_keys_ratio(name, now_ms) {
+                self.metrics
+                    .denied_keys_ratio
+                    .get_or_create(&PolicyLabels {
+                        policy: name.clone(),
+                    })
+                    .set(ratio);
+            }
+        }
+    }
+
     /// The policies in force.
     pub fn policies(&self) -> Arc<PolicySet> {
         self.policies.load_full()
@@ -119,6 +156,7 @@ impl Limiter {
     /// Swaps in a new policy set; checks in flight finish on the old one.
     pub fn replace_policies(&self, policies: PolicySet) {
         self.metrics.prime(self.store.kind(), policies.names());
+        self.top.retain_policies(policies.names());
         self.policies.store(Arc::new(policies));
     }
 
@@ -132,24 +170,95 @@ impl Limiter {
         }
     }
 
-    /// Decides one check at `now_ms`.
+    /// Decides one check at `now_ms`, starting a trace if it is sampled.
     pub async fn check(&self, input: &CheckInput<'_>, now_ms: u64) -> Result<Verdict, LimitError> {
+        self.check_traced(input, now_ms, &TraceParent::Absent).await
+    }
+
+    /// Decides one check at `now_ms`, its span continuing the caller's trace `parent`.
+    pub async fn check_traced(
+        &self,
+        input: &CheckInput<'_>,
+        now_ms: u64,
+        parent: &TraceParent,
+    ) -> Result<Verdict, LimitError> {
         let policies = self.policies.load_full();
         let resolved = self.resolve(&policies, input, None)?;
+        let span = telemetry::check_span(parent);
+        span.record("ratelimit.policy", &*resolved.policy.name);
+        span.record("ratelimit.backend", self.store.kind());
         let started = Instant::now();
-        let result = self.call_store(&resolved.check, now_ms).await;
+        let result = self.call_store(&resolved.check, now_ms, &span).await;
         let verdict = match result {
             Ok(decision) => self.verdict(resolved, decision, now_ms, started),
-            Err(err) => self.failed(resolved, &err, now_ms, started)?,
+            Err(err) => match self.failed(resolved, &err, now_ms, started) {
+                Ok(verdict) => verdict,
+                Err(refused) => {
+                    span.record("ratelimit.allowed", false);
+                    span.record("otel.status_code", "ERROR");
+                    return Err(refused);
+                }
+            },
         };
+        span.record("ratelimit.allowed", verdict.allowed);
+        if verdict.degraded {
+            span.record("ratelimit.degraded", true);
+        }
         Ok(verdict)
     }
 
-    /// Decides a batch all-or-nothing at `now_ms`.
+    /// Decides a batch all-or-nothing at `now_ms`, starting a trace if it is sampled.
     pub async fn check_batch(
         &self,
         inputs: &[CheckInput<'_>],
         now_ms: u64,
+    ) -> Result<Vec<Verdict>, LimitError> {
+        self.check_batch_traced(inputs, now_ms, &TraceParent::Absent)
+            .await
+    }
+
+    /// Decides a batch all-or-nothing at `now_ms`: one `ratelimit.check` span for the batch
+    /// (`ratelimit.policy` lists its policies), continuing the caller's trace `parent`.
+    pub async fn check_batch_traced(
+        &self,
+        inputs: &[CheckInput<'_>],
+        now_ms: u64,
+        parent: &TraceParent,
+    ) -> Result<Vec<Verdict>, LimitError> {
+        let span = telemetry::check_span(parent);
+        let result = self.decide_batch(inputs, now_ms, &span).await;
+        if !span.is_disabled() {
+            span.record("ratelimit.backend", self.store.kind());
+            span.record(
+                "ratelimit.checks",
+                i64::try_from(inputs.len()).unwrap_or(i64::MAX),
+            );
+            let mut names: Vec<&str> = inputs.iter().map(|i| i.policy).collect();
+            names.sort_unstable();
+            names.dedup();
+            span.record("ratelimit.policy", names.join(",").as_str());
+            match &result {
+                Ok(verdicts) => {
+                    span.record("ratelimit.allowed", verdicts.iter().all(|v| v.allowed));
+                    if verdicts.iter().any(|v| v.degraded) {
+                        span.record("ratelimit.degraded", true);
+                    }
+                }
+                Err(LimitError::BackendUnavailable) => {
+                    span.record("ratelimit.allowed", false);
+                    span.record("otel.status_code", "ERROR");
+                }
+                Err(_) => {}
+            }
+        }
+        result
+    }
+
+    async fn decide_batch(
+        &self,
+        inputs: &[CheckInput<'_>],
+        now_ms: u64,
+        span: &Span,
     ) -> Result<Vec<Verdict>, LimitError> {
         if inputs.is_empty() || inputs.len() > MAX_BATCH {
             return Err(LimitError::BadRequest {
@@ -167,7 +276,7 @@ impl Limiter {
         }
         let started = Instant::now();
         let checks: Vec<Check<'_>> = resolved.iter().map(|r| r.check).collect();
-        let mut decisions = match self.call_store_all(&checks, now_ms).await {
+        let mut decisions = match self.call_store_all(&checks, now_ms, span).await {
             Ok(decisions) => decisions,
             Err(err) => return self.batch_failed(resolved, &err, now_ms, started),
         };
@@ -183,7 +292,7 @@ impl Limiter {
                 .collect();
             if !retry.is_empty() {
                 let again: Vec<Check<'_>> = retry.iter().map(|&i| resolved[i].check).collect();
-                match self.call_store_all(&again, now_ms).await {
+                match self.call_store_all(&again, now_ms, span).await {
                     Ok(second) => {
                         for (slot, decision) in retry.iter().zip(second) {
                             decisions[*slot] = decision;
@@ -251,27 +360,65 @@ impl Limiter {
         })
     }
 
-    /// The store call of one check: where a backend span and its timing go.
-    async fn call_store(&self, check: &Check<'_>, now_ms: u64) -> Result<Decision, StoreError> {
-        match self.timeout {
+    /// The store call of one check, under its own span and, on Redis, timed.
+    async fn call_store(
+        &self,
+        check: &Check<'_>,
+        now_ms: u64,
+        span: &Span,
+    ) -> Result<Decision, StoreError> {
+        let op = check.params.algorithm.as_str();
+        let child = telemetry::backend_span(span, self.store.kind(), op);
+        let started = self.redis.map(|_| Instant::now());
+        let result = match self.timeout {
             None => self.store.check(check, now_ms).await,
             Some(limit) => tokio::time::timeout(limit, self.store.check(check, now_ms))
                 .await
                 .unwrap_or(Err(StoreError::Timeout)),
-        }
+        };
+        self.backend_call_done(&child, op, started, result.as_ref().err());
+        result
     }
 
-    /// The store call of a batch: where a backend span and its timing go.
+    /// The store call of a batch, under its own span and, on Redis, timed.
     async fn call_store_all(
         &self,
         checks: &[Check<'_>],
         now_ms: u64,
+        span: &Span,
     ) -> Result<Vec<Decision>, StoreError> {
-        match self.timeout {
+        let child = telemetry::backend_span(span, self.store.kind(), BATCH_OP);
+        let started = self.redis.map(|_| Instant::now());
+        let result = match self.timeout {
             None => self.store.check_all(checks, now_ms).await,
             Some(limit) => tokio::time::timeout(limit, self.store.check_all(checks, now_ms))
                 .await
                 .unwrap_or(Err(StoreError::Timeout)),
+        };
+        self.backend_call_done(&child, BATCH_OP, started, result.as_ref().err());
+        result
+    }
+
+    /// Records the end of a backend call: `rate_limit_redis_duration_seconds` on Redis (failed
+    /// and timed-out calls included), and the error on its span.
+    fn backend_call_done(
+        &self,
+        span: &Span,
+        op: &'static str,
+        started: Option<Instant>,
+        err: Option<&StoreError>,
+    ) {
+        if let (Some(backend), Some(started)) = (self.redis, started) {
+            self.metrics
+                .redis_duration
+                .get_or_create(&BackendOpLabels { backend, op })
+                .observe(started.elapsed().as_secs_f64());
+        }
+        if let Some(err) = err
+            && err.is_backend_failure()
+        {
+            span.record("otel.status_code", "ERROR");
+            span.record("error.type", err.kind());
         }
     }
 
@@ -283,6 +430,9 @@ impl Limiter {
         started: Instant,
     ) -> Verdict {
         let shadow = r.policy.shadow;
+        // Shadow denials count as rejections here: they are who the policy would limit.
+        self.top
+            .record(&r.policy.name, r.check.key, !decision.allowed, now_ms);
         let allowed = decision.allowed || shadow;
         if shadow && !decision.allowed {
             self.metrics

@@ -1,7 +1,6 @@
 //! `sluiced`: parses arguments, loads the config, binds the listeners and turns signals into
 //! reloads and a graceful stop. Everything else lives in the library.
 
-use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -10,8 +9,8 @@ use anyhow::{Context, Result};
 use clap::Parser;
 use sluice_server::clock::SystemClock;
 use sluice_server::config::{self, Config, ConfigSource};
-use sluice_server::policy::PolicySet;
 use sluice_server::server::{self, Listeners};
+use sluice_server::telemetry::{self, Telemetry};
 use sluice_server::{App, backend};
 use tokio::net::TcpListener;
 use tokio::signal::unix::{SignalKind, signal};
@@ -55,7 +54,6 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    init_logging(&config.telemetry.log_format);
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,
         Err(err) => {
@@ -63,30 +61,31 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(run(source, config)) {
+    // Inside the runtime: the trace exporter's gRPC channel lives on it.
+    let telemetry = match runtime.block_on(async { telemetry::init(&config.telemetry) }) {
+        Ok(telemetry) => telemetry,
+        Err(err) => {
+            eprintln!("sluiced: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let code = match runtime.block_on(run(source, config, &telemetry)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             tracing::error!("{err:#}");
             ExitCode::FAILURE
         }
+    };
+    // The last spans leave while the runtime still drives the exporter's channel.
+    let flushed = runtime
+        .block_on(async move { tokio::task::spawn_blocking(move || telemetry.shutdown()).await });
+    if let Err(err) = flushed {
+        tracing::warn!("trace exporter shutdown: {err}");
     }
+    code
 }
 
-fn init_logging(format: &str) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal());
-    if format == "json" {
-        builder.json().init();
-    } else {
-        builder.init();
-    }
-}
-
-async fn run(source: ConfigSource, config: Config) -> Result<()> {
+async fn run(source: ConfigSource, config: Config, telemetry: &Telemetry) -> Result<()> {
     let store = backend::build_store(&config.backend).context("cannot start the backend")?;
     let app = App::new(&config, store, Arc::new(SystemClock))
         .map_err(|errors| anyhow::anyhow!("invalid policies: {errors:?}"))?;
@@ -131,6 +130,8 @@ async fn run(source: ConfigSource, config: Config) -> Result<()> {
         backend = %config.backend.kind,
         listeners = %described.join(" "),
         policies = config.policies.len(),
+        traces = telemetry.endpoint().unwrap_or("off"),
+        sample_ratio = config.telemetry.sample_ratio,
         "sluiced started"
     );
 
@@ -163,7 +164,9 @@ fn reload(app: &App, source: &ConfigSource) {
     let compiled = config::load(source)
         .map_err(|err| err.to_string())
         .and_then(|config| {
-            PolicySet::compile(&config.policies).map_err(|errors| format!("{errors:?}"))
+            app.limits
+                .replace_file(config.policies)
+                .map_err(|errors| format!("{errors:?}"))
         });
     match compiled {
         Ok(policies) => {

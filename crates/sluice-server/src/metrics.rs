@@ -3,16 +3,22 @@
 //!
 //! Label values are `Arc<str>` shared with the compiled policies: recording a sample clones
 //! reference counts, never allocates. prometheus-client appends `_total` to counters.
+//!
+//! Every metric prints its `# HELP` / `# TYPE` lines from the first scrape, even before it has
+//! a sample (prometheus-client alone omits an empty family), so dashboards, alert rules and
+//! the drift guard can tell an unknown name from one that has not happened yet.
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 
-use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::encoding::{EncodeLabelSet, EncodeMetric, MetricEncoder};
+use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
+use sluice_core::Algorithm;
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 pub struct RequestLabels {
@@ -68,6 +74,24 @@ const CHECK_BUCKETS: [f64; 12] = [
     0.000_025, 0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1,
 ];
 const UTILIZATION_BUCKETS: [f64; 6] = [0.5, 0.75, 0.9, 0.95, 0.99, 1.0];
+
+/// A metric registered so that it is described even while it has no series.
+#[derive(Debug)]
+struct Described<M>(M);
+
+impl<M: EncodeMetric> EncodeMetric for Described<M> {
+    fn encode(&self, encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
+        self.0.encode(encoder)
+    }
+
+    fn metric_type(&self) -> MetricType {
+        self.0.metric_type()
+    }
+
+    fn is_empty(&self) -> bool {
+        false
+    }
+}
 
 fn redis_histogram() -> Histogram {
     Histogram::new(REDIS_BUCKETS)
@@ -125,57 +149,57 @@ impl Metrics {
         registry.register(
             "rate_limit_requests",
             "Checks decided, by outcome",
-            requests.clone(),
+            Described(requests.clone()),
         );
         registry.register(
             "rate_limit_redis_duration_seconds",
             "Duration of backend calls to Redis",
-            redis_duration.clone(),
+            Described(redis_duration.clone()),
         );
         registry.register(
             "rate_limit_check_duration_seconds",
             "Duration of one check inside the daemon, backend call included",
-            check_duration.clone(),
+            Described(check_duration.clone()),
         );
         registry.register(
             "rate_limit_fail_open",
             "Checks allowed because the backend failed and the policy fails open",
-            fail_open.clone(),
+            Described(fail_open.clone()),
         );
         registry.register(
             "rate_limit_fail_closed",
             "Checks refused because the backend failed and the policy fails closed",
-            fail_closed.clone(),
+            Described(fail_closed.clone()),
         );
         registry.register(
             "rate_limit_backend_errors",
             "Backend calls that failed",
-            backend_errors.clone(),
+            Described(backend_errors.clone()),
         );
         registry.register(
             "rate_limit_shadow_rejections",
             "Checks a shadow policy would have denied",
-            shadow_rejections.clone(),
+            Described(shadow_rejections.clone()),
         );
         registry.register(
             "rate_limit_keys",
             "Keys tracked by the in-memory backend",
-            keys.clone(),
+            Described(keys.clone()),
         );
         registry.register(
             "rate_limit_config_reloads",
             "Config reloads, by result",
-            config_reloads.clone(),
+            Described(config_reloads.clone()),
         );
         registry.register(
             "rate_limit_utilization",
             "Share of the limit used at decision time",
-            utilization.clone(),
+            Described(utilization.clone()),
         );
         registry.register(
             "rate_limit_denied_keys_ratio",
             "Share of distinct keys denied at least once in the last 5 minutes",
-            denied_keys_ratio.clone(),
+            Described(denied_keys_ratio.clone()),
         );
         Metrics {
             registry,
@@ -193,9 +217,9 @@ impl Metrics {
         }
     }
 
-    /// Creates the zero series of every policy, so each metric name is on `/metrics` (and
-    /// `rate()` has a starting point) before the first event. `rate_limit_redis_duration_seconds`
-    /// and `rate_limit_denied_keys_ratio` appear once something records them.
+    /// Creates the zero series of every policy (and, on Redis, of every backend operation), so
+    /// `rate()` has a starting point before the first event. `rate_limit_denied_keys_ratio` has
+    /// series once something measures it.
     pub fn prime<'a>(
         &self,
         backend: &'static str,
@@ -236,6 +260,15 @@ impl Metrics {
         }
         if backend == "memory" {
             drop(self.keys.get_or_create(&BackendLabels { backend }));
+        }
+        if matches!(backend, "redis" | "cluster") {
+            let ops = Algorithm::ALL.iter().map(|a| a.as_str()).chain(["batch"]);
+            for op in ops {
+                drop(
+                    self.redis_duration
+                        .get_or_create(&BackendOpLabels { backend, op }),
+                );
+            }
         }
     }
 

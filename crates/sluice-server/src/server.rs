@@ -12,6 +12,7 @@ use tokio::sync::watch;
 
 use crate::App;
 use crate::http;
+use crate::overrides;
 
 /// How often the store forgets expired keys.
 const HOUSEKEEPING_EVERY: Duration = Duration::from_secs(1);
@@ -99,6 +100,7 @@ pub async fn serve(
             .with_graceful_shutdown(stopped(stop_rx.clone()));
         tasks.spawn(async move { server.await });
     }
+    let sync = tokio::spawn(overrides::sync_loop(app.clone(), stopped(stop_rx.clone())));
     let housekeeping = tokio::spawn(housekeep(app, stopped(stop_rx.clone())));
     tokio::spawn(async move {
         shutdown.await;
@@ -115,6 +117,7 @@ pub async fn serve(
         }
     }
     housekeeping.abort();
+    sync.abort();
     if let Some((path, inode)) = socket {
         remove_socket(&path, inode);
     }

@@ -3,11 +3,16 @@
 // Helpers here are test code too: a failed request should panic the test.
 #![allow(clippy::unwrap_used)]
 
+mod admin;
+mod alerts;
+mod assets;
 mod backends;
 mod batch;
 mod boundary;
 mod concurrency;
+mod drift;
 mod errors;
 mod features;
 mod headers;
 mod routes;
+mod top;

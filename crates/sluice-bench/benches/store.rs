@@ -1,0 +1,153 @@
+//! Keyed decision throughput in process: sluice's `MemoryStore` against governor's
+//! `DefaultKeyedRateLimiter` on the same workload: GCRA (governor's only algorithm), a limit
+//! no key reaches (every check allowed and consumed), keys drawn uniformly from 1k or 1M,
+//! on 1 and 2 threads. Time per element is wall time divided by checks of all threads, so
+//! elements/s is the combined throughput.
+//!
+//! The algorithms' own decision cost (no store) is `crates/sluice-core/benches/decide.rs`.
+//!
+//! `CARGO_TARGET_DIR=/work/target-d cargo bench -p sluice-bench --bench store`
+
+// A bench is not reachable from input: a failed set-up should stop it loudly.
+#![allow(clippy::unwrap_used)]
+
+use std::future::Future;
+use std::hint::black_box;
+use std::num::NonZeroU32;
+use std::pin::pin;
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
+use sluice_bench::Rng;
+use sluice_core::{Algorithm, Params};
+use sluice_store::{Check, MemoryStore, MemoryStoreConfig, Store};
+
+const LIMIT: u32 = 1_000_000_000;
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// The memory store never awaits: one poll finishes its future.
+fn ready<T>(future: impl Future<Output = T>) -> T {
+    let mut future = pin!(future);
+    let mut cx = Context::from_waker(Waker::noop());
+    loop {
+        if let Poll::Ready(value) = future.as_mut().poll(&mut cx) {
+            return value;
+        }
+    }
+}
+
+fn keys(n: usize) -> Vec<String> {
+    (0..n).map(|i| format!("bench:{i:07}")).collect()
+}
+
+// governor's keyed limiter takes `&K`, here `&String`.
+#[allow(clippy::ptr_arg)]
+trait Keyed: Sync {
+    fn check(&self, key: &String) -> bool;
+}
+
+struct Sluice {
+    store: MemoryStore,
+    params: Params,
+}
+
+#[allow(clippy::ptr_arg)]
+impl Keyed for Sluice {
+    fn check(&self, key: &String) -> bool {
+        let check = Check {
+            policy: "bench",
+            key,
+            params: self.params,
+            cost: 1,
+        };
+        ready(self.store.check(&check, now_ms())).unwrap().allowed
+    }
+}
+
+struct Governor(DefaultKeyedRateLimiter<String>);
+
+#[allow(clippy::ptr_arg)]
+impl Keyed for Governor {
+    fn check(&self, key: &String) -> bool {
+        self.0.check_key(key).is_ok()
+    }
+}
+
+fn sluice(max_keys: u64) -> Sluice {
+    Sluice {
+        store: MemoryStore::new(MemoryStoreConfig {
+            max_keys,
+            ..MemoryStoreConfig::default()
+        }),
+        params: Params::new(Algorithm::Gcra, u64::from(LIMIT), 1000, u64::from(LIMIT)).unwrap(),
+    }
+}
+
+fn governor() -> Governor {
+    let quota = Quota::per_second(NonZeroU32::new(LIMIT).unwrap());
+    Governor(RateLimiter::keyed(quota))
+}
+
+/// `iters` checks split over `threads`, wall time of the slowest.
+fn run(limiter: &dyn Keyed, keys: &[String], threads: usize, iters: u64) -> Duration {
+    let per_thread = iters.div_ceil(threads as u64);
+    let start = Instant::now();
+    std::thread::scope(|scope| {
+        for t in 0..threads {
+            scope.spawn(move || {
+                let mut rng = Rng::new(t as u64 * 7919 + 1);
+                for _ in 0..per_thread {
+                    let key = &keys[rng.below(keys.len() as u64) as usize];
+                    black_box(limiter.check(key));
+                }
+            });
+        }
+    });
+    start.elapsed()
+}
+
+fn keyed(c: &mut Criterion) {
+    let mut group = c.benchmark_group("keyed");
+    group.throughput(Throughput::Elements(1));
+    for n in [1_000usize, 1_000_000] {
+        let keys = keys(n);
+        // Every key tracked before measuring, as on a daemon that has seen them all.
+        let limiters: Vec<(&str, Box<dyn Keyed>)> = vec![
+            ("sluice_memory", Box::new(sluice(1_000_000))),
+            ("sluice_memory_max2M", Box::new(sluice(2_000_000))),
+            ("governor", Box::new(governor())),
+        ];
+        for (name, limiter) in &limiters {
+            if n == 1_000 && *name == "sluice_memory_max2M" {
+                continue;
+            }
+            for key in &keys {
+                limiter.check(key);
+            }
+            for threads in [1usize, 2] {
+                let id = BenchmarkId::new(*name, format!("{n}keys/{threads}t"));
+                group.bench_function(id, |b| {
+                    b.iter_custom(|iters| run(limiter.as_ref(), &keys, threads, iters));
+                });
+            }
+        }
+    }
+    group.finish();
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default()
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(2));
+    targets = keyed
+}
+criterion_main!(benches);

@@ -1,0 +1,214 @@
+//! Which key each request names: one hot key, uniform over N keys, or Zipf (s = 1) over N
+//! keys, drawn with a small PRNG of our own so a draw costs a few nanoseconds.
+
+use std::fmt;
+use std::str::FromStr;
+use std::sync::Arc;
+
+/// SplitMix64: tiny, fast, and good enough to spread keys.
+#[derive(Debug, Clone)]
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Self {
+        Rng(seed ^ 0x9E37_79B9_7F4A_7C15)
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `0..n` (`n >= 1`), by the multiply-shift reduction.
+    pub fn below(&mut self, n: u64) -> u64 {
+        ((u128::from(self.next_u64()) * u128::from(n)) >> 64) as u64
+    }
+
+    /// Uniform in `[0, 1)` with 53 bits.
+    pub fn unit(&mut self) -> f64 {
+        #[allow(clippy::cast_precision_loss)]
+        let x = (self.next_u64() >> 11) as f64;
+        x * (1.0 / (1u64 << 53) as f64)
+    }
+}
+
+/// The `--dist` flag.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DistKind {
+    Hot,
+    Uniform,
+    Zipf,
+}
+
+impl FromStr for DistKind {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "hot" => Ok(DistKind::Hot),
+            "uniform" => Ok(DistKind::Uniform),
+            "zipf" => Ok(DistKind::Zipf),
+            other => Err(format!(
+                "unknown distribution {other:?}: hot, uniform or zipf"
+            )),
+        }
+    }
+}
+
+impl fmt::Display for DistKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            DistKind::Hot => "hot",
+            DistKind::Uniform => "uniform",
+            DistKind::Zipf => "zipf",
+        })
+    }
+}
+
+/// A key distribution over `0..keys`, shared (read-only) by every connection.
+#[derive(Debug, Clone)]
+pub enum Dist {
+    /// Always key 0.
+    Hot,
+    Uniform {
+        keys: u64,
+    },
+    /// `cdf[i]` = P(rank <= i) for P(rank = i) proportional to 1 / (i + 1)^s.
+    Zipf {
+        cdf: Arc<[f64]>,
+    },
+}
+
+impl Dist {
+    /// The distribution of `kind` over `keys` keys (at least 1). Zipf precomputes its CDF
+    /// (8 bytes per key).
+    pub fn new(kind: DistKind, keys: u64) -> Self {
+        let keys = keys.max(1);
+        match kind {
+            DistKind::Hot => Dist::Hot,
+            DistKind::Uniform => Dist::Uniform { keys },
+            DistKind::Zipf => Dist::zipf(keys, 1.0),
+        }
+    }
+
+    /// Zipf with exponent `s` over `keys` ranks.
+    pub fn zipf(keys: u64, s: f64) -> Self {
+        let n = usize::try_from(keys.max(1)).unwrap_or(usize::MAX);
+        let mut cdf = Vec::with_capacity(n);
+        let mut sum = 0.0f64;
+        for rank in 1..=n {
+            #[allow(clippy::cast_precision_loss)]
+            let weight = 1.0 / (rank as f64).powf(s);
+            sum += weight;
+            cdf.push(sum);
+        }
+        for c in &mut cdf {
+            *c /= sum;
+        }
+        if let Some(last) = cdf.last_mut() {
+            *last = 1.0;
+        }
+        Dist::Zipf { cdf: cdf.into() }
+    }
+
+    /// How many distinct keys it can name.
+    pub fn keys(&self) -> u64 {
+        match self {
+            Dist::Hot => 1,
+            Dist::Uniform { keys } => *keys,
+            Dist::Zipf { cdf } => cdf.len() as u64,
+        }
+    }
+
+    /// The next key index, in `0..self.keys()`.
+    pub fn sample(&self, rng: &mut Rng) -> u64 {
+        match self {
+            Dist::Hot => 0,
+            Dist::Uniform { keys } => rng.below(*keys),
+            Dist::Zipf { cdf } => {
+                let u = rng.unit();
+                let at = cdf.partition_point(|&c| c <= u);
+                at.min(cdf.len() - 1) as u64
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn histogram(dist: &Dist, draws: usize) -> Vec<u64> {
+        let mut rng = Rng::new(7);
+        let mut counts = vec![0u64; usize::try_from(dist.keys()).unwrap()];
+        for _ in 0..draws {
+            let k = dist.sample(&mut rng);
+            counts[usize::try_from(k).unwrap()] += 1;
+        }
+        counts
+    }
+
+    #[test]
+    fn hot_is_always_key_zero() {
+        let dist = Dist::new(DistKind::Hot, 1000);
+        assert_eq!(dist.keys(), 1);
+        assert_eq!(histogram(&dist, 1000), vec![1000]);
+    }
+
+    #[test]
+    fn uniform_covers_every_key_evenly() {
+        let dist = Dist::new(DistKind::Uniform, 10);
+        let counts = histogram(&dist, 100_000);
+        for (key, &n) in counts.iter().enumerate() {
+            assert!((9_000..11_000).contains(&n), "key {key}: {n}");
+        }
+    }
+
+    #[test]
+    fn zipf_frequencies_fall_as_one_over_rank() {
+        let dist = Dist::new(DistKind::Zipf, 100);
+        let counts = histogram(&dist, 200_000);
+        // H(100) ~ 5.187: rank 1 gets ~19.3 %, rank 2 half of that, rank 10 a tenth.
+        let p1 = counts[0] as f64 / 200_000.0;
+        assert!((0.18..0.205).contains(&p1), "p1 = {p1}");
+        let ratio2 = counts[0] as f64 / counts[1] as f64;
+        assert!((1.8..2.2).contains(&ratio2), "rank1/rank2 = {ratio2}");
+        let ratio10 = counts[0] as f64 / counts[9] as f64;
+        assert!((8.5..11.5).contains(&ratio10), "rank1/rank10 = {ratio10}");
+        assert!(counts[99] > 0, "the tail is reached");
+    }
+
+    #[test]
+    fn zipf_cdf_is_monotonic_and_ends_at_one() {
+        let Dist::Zipf { cdf } = Dist::new(DistKind::Zipf, 1000) else {
+            panic!("not zipf");
+        };
+        assert!(cdf.windows(2).all(|w| w[0] <= w[1]));
+        assert_eq!(cdf.last().copied(), Some(1.0));
+    }
+
+    #[test]
+    fn below_and_unit_stay_in_range() {
+        let mut rng = Rng::new(1);
+        for n in [1u64, 2, 3, 1_000_000] {
+            for _ in 0..1000 {
+                assert!(rng.below(n) < n);
+            }
+        }
+        for _ in 0..1000 {
+            let u = rng.unit();
+            assert!((0.0..1.0).contains(&u));
+        }
+    }
+
+    #[test]
+    fn kinds_parse_from_their_names() {
+        for kind in [DistKind::Hot, DistKind::Uniform, DistKind::Zipf] {
+            assert_eq!(kind.to_string().parse::<DistKind>(), Ok(kind));
+        }
+        assert!("normal".parse::<DistKind>().is_err());
+    }
+}

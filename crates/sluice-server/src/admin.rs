@@ -1,0 +1,186 @@
+//! The admin API: change a tier's limit at run time without a deploy. Served only when
+//! `admin.token` is set, and only to requests carrying `Authorization: Bearer TOKEN` (compared
+//! in constant time). Changes are stored in the backend, so they survive restarts and reach
+//! every daemon sharing it (see [`overrides`](crate::overrides)); each is logged with who,
+//! what, the old and the new value.
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{Path, Request, State};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, put};
+use http::StatusCode;
+use sluice_api::{OverrideRequest, OverrideView, OverridesResponse, codes};
+use sluice_store::{LimitOverride, StoreError};
+use subtle::ConstantTimeEq;
+
+use crate::App;
+use crate::config::is_valid_name;
+use crate::http::{ApiError, json_response, parse_json};
+use crate::overrides::{self, OverrideError};
+
+/// The admin routes, guarded by `token`.
+pub fn router(app: App, token: String) -> Router {
+    let token: std::sync::Arc<str> = token.into();
+    Router::new()
+        .route("/v1/admin/policies", get(list))
+        .route(
+            "/v1/admin/policies/{policy}/tiers/{tier}",
+            put(set).delete(remove),
+        )
+        .route_layer(middleware::from_fn(move |request: Request, next: Next| {
+            let token = token.clone();
+            async move { authorize(&token, request, next).await }
+        }))
+        .with_state(app)
+}
+
+async fn authorize(token: &str, request: Request, next: Next) -> Response {
+    let presented = request
+        .headers()
+        .get(http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .unwrap_or("");
+    if bool::from(presented.as_bytes().ct_eq(token.as_bytes())) {
+        next.run(request).await
+    } else {
+        ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            codes::UNAUTHORIZED,
+            "the admin API needs Authorization: Bearer <admin.token>",
+        )
+        .into_response()
+    }
+}
+
+fn unavailable(err: &StoreError) -> ApiError {
+    ApiError::new(
+        StatusCode::SERVICE_UNAVAILABLE,
+        codes::BACKEND_UNAVAILABLE,
+        format!("the backend did not store the change: {err}"),
+    )
+}
+
+fn view(o: LimitOverride) -> OverrideView {
+    OverrideView {
+        policy: o.policy,
+        tier: o.tier,
+        limit: o.limit,
+        burst: o.burst,
+    }
+}
+
+async fn list(State(app): State<App>) -> Result<Response, ApiError> {
+    let (version, all) = app
+        .limiter
+        .store()
+        .overrides()
+        .await
+        .map_err(|e| unavailable(&e))?;
+    let body = OverridesResponse {
+        version,
+        overrides: all.into_iter().map(view).collect(),
+    };
+    Ok(json_response(StatusCode::OK, &body))
+}
+
+fn check_names(policy: &str, tier: &str) -> Result<(), ApiError> {
+    if !is_valid_name(tier) {
+        return Err(ApiError::bad_request(
+            "tier: 1 to 64 of A-Z a-z 0-9 _ . -",
+            Some("tier".to_owned()),
+        ));
+    }
+    if !is_valid_name(policy) {
+        return Err(unknown_policy(policy));
+    }
+    Ok(())
+}
+
+fn unknown_policy(policy: &str) -> ApiError {
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        codes::UNKNOWN_POLICY,
+        format!("unknown policy {policy:?}"),
+    )
+    .field(Some("policy".to_owned()))
+}
+
+async fn set(
+    State(app): State<App>,
+    Path((policy, tier)): Path<(String, String)>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    check_names(&policy, &tier)?;
+    let body = body.map_err(|e| ApiError::bad_request(e.body_text(), None))?;
+    let request: OverrideRequest = parse_json(&body)?;
+    let change = LimitOverride {
+        policy,
+        tier,
+        limit: request.limit,
+        burst: request.burst,
+    };
+    app.limits.validate(&change).map_err(|err| match err {
+        OverrideError::UnknownPolicy(policy) => unknown_policy(&policy),
+        OverrideError::Invalid { field, message } => {
+            ApiError::bad_request(format!("{field}: {message}"), Some(field))
+        }
+    })?;
+    let old = app.limits.current(&change.policy, &change.tier);
+    let store = app.limiter.store();
+    store
+        .put_override(&change)
+        .await
+        .map_err(|e| unavailable(&e))?;
+    tracing::info!(
+        who = "admin-token",
+        policy = %change.policy,
+        tier = %change.tier,
+        old = ?old.as_ref().map(|o| (o.limit, o.burst)),
+        new = ?(change.limit, change.burst),
+        "limit override set"
+    );
+    // In force here at once; the other daemons follow on their next poll.
+    if let Err(err) = overrides::sync(&app).await {
+        tracing::warn!(error = %err, "override stored but not yet re-read");
+    }
+    Ok(json_response(StatusCode::OK, &view(change)))
+}
+
+async fn remove(
+    State(app): State<App>,
+    Path((policy, tier)): Path<(String, String)>,
+) -> Result<Response, ApiError> {
+    check_names(&policy, &tier)?;
+    let old = app.limits.current(&policy, &tier);
+    let deleted = app
+        .limiter
+        .store()
+        .delete_override(&policy, &tier)
+        .await
+        .map_err(|e| unavailable(&e))?;
+    if let Err(err) = overrides::sync(&app).await {
+        tracing::warn!(error = %err, "override deleted but not yet re-read");
+    }
+    if !deleted {
+        return Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            codes::NOT_FOUND,
+            format!("no override for policy {policy:?} tier {tier:?}"),
+        ));
+    }
+    tracing::info!(
+        who = "admin-token",
+        %policy,
+        %tier,
+        old = ?old.as_ref().map(|o| (o.limit, o.burst)),
+        "limit override removed"
+    );
+    Ok(json_response(
+        StatusCode::OK,
+        &serde_json::json!({"policy": policy, "tier": tier, "deleted": true}),
+    ))
+}

@@ -1,0 +1,162 @@
+use std::collections::HashMap;
+
+use super::*;
+
+const T0: u64 = 1_800_000_000_000;
+
+/// Deterministic zipf(s) ranks over `n` keys.
+struct Zipf {
+    cdf: Vec<f64>,
+    state: u64,
+}
+
+impl Zipf {
+    fn new(n: usize, s: f64) -> Zipf {
+        let mut cdf = Vec::with_capacity(n);
+        let mut sum = 0.0;
+        for rank in 1..=n {
+            sum += 1.0 / (rank as f64).powf(s);
+            cdf.push(sum);
+        }
+        for p in &mut cdf {
+            *p /= sum;
+        }
+        Zipf { cdf, state: 42 }
+    }
+
+    fn next(&mut self) -> usize {
+        self.state = self
+            .state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let u = (self.state >> 11) as f64 / (1u64 << 53) as f64;
+        self.cdf.partition_point(|&p| p < u)
+    }
+}
+
+fn tracker() -> TopKeys {
+    let top = TopKeys::new();
+    top.retain_policies(["p"]);
+    top
+}
+
+#[test]
+fn the_top_of_a_zipf_stream_is_right_within_the_stated_bound() {
+    let top = tracker();
+    let mut zipf = Zipf::new(10_000, 1.1);
+    let mut truth: HashMap<String, (u64, u64)> = HashMap::new();
+    for i in 0..200_000u64 {
+        let rank = zipf.next();
+        let key = format!("user:{rank}");
+        // Every third check of a key is denied: rejections follow the same skew.
+        let denied = i % 3 == 0;
+        top.record("p", &key, denied, T0 + i % 50_000);
+        let t = truth.entry(key).or_default();
+        t.0 += 1;
+        t.1 += u64::from(denied);
+    }
+    for by in [By::Checked, By::Rejected] {
+        let report = top
+            .top("p", Period::FiveMinutes, by, 10, T0 + 60_000)
+            .unwrap();
+        assert_eq!(report.total_checked, 200_000);
+        assert_eq!(report.entries.len(), 10);
+        let bound = match by {
+            By::Checked => report.error_checked,
+            By::Rejected => report.error_rejected,
+        };
+        let pick = |t: &(u64, u64)| match by {
+            By::Checked => t.0,
+            By::Rejected => t.1,
+        };
+        for entry in &report.entries {
+            let t = truth[&entry.key];
+            let (got, real) = match by {
+                By::Checked => (entry.checked, t.0),
+                By::Rejected => (entry.rejected, t.1),
+            };
+            assert!(
+                got >= real && got <= real + bound,
+                "{entry:?} vs {t:?} (bound {bound})"
+            );
+        }
+        let mut counts: Vec<(u64, &String)> = truth.iter().map(|(k, t)| (pick(t), k)).collect();
+        counts.sort_unstable_by(|a, b| b.cmp(a));
+        let tenth = counts[9].0;
+        for (count, key) in counts.iter().take_while(|(c, _)| *c > tenth + bound) {
+            assert!(
+                report.entries.iter().any(|e| &e.key == *key),
+                "{key} ({count}) missing from the top by {}",
+                by.as_str()
+            );
+        }
+    }
+}
+
+#[test]
+fn memory_stays_fixed_with_a_million_distinct_keys() {
+    let top = tracker();
+    for i in 0..10_000u64 {
+        top.record("p", &format!("user:{i:08}"), i % 2 == 0, T0);
+    }
+    let after_10k = top.heap_bytes("p").unwrap();
+    for i in 0..1_000_000u64 {
+        top.record("p", &format!("user:{i:08}"), i % 2 == 0, T0);
+    }
+    let after_1m = top.heap_bytes("p").unwrap();
+    assert!(
+        after_1m <= after_10k + after_10k / 20,
+        "{after_10k} -> {after_1m}"
+    );
+    assert!(after_1m < 2 << 20, "{after_1m} bytes for one policy");
+}
+
+#[test]
+fn periods_forget_what_is_older_than_them() {
+    let top = tracker();
+    top.record("p", "old", true, T0);
+    top.record("p", "recent", true, T0 + 10 * 60_000);
+    let now = T0 + 10 * 60_000 + 1;
+    let five = top
+        .top("p", Period::FiveMinutes, By::Rejected, 10, now)
+        .unwrap();
+    let keys: Vec<&str> = five.entries.iter().map(|e| e.key.as_str()).collect();
+    assert_eq!(keys, ["recent"]);
+    let hour = top.top("p", Period::Hour, By::Rejected, 10, now).unwrap();
+    assert_eq!(hour.entries.len(), 2);
+    let later = top
+        .top("p", Period::Hour, By::Rejected, 10, T0 + 80 * 60_000)
+        .unwrap();
+    assert!(later.entries.is_empty());
+}
+
+#[test]
+fn the_denied_keys_ratio_counts_distinct_keys() {
+    let top = tracker();
+    for i in 0..2000u64 {
+        // 10% of the keys are denied, each of them many times.
+        for _ in 0..3 {
+            top.record("p", &format!("k{i}"), i % 10 == 0, T0);
+        }
+    }
+    let ratio = top.denied_keys_ratio("p", T0).unwrap();
+    assert!((ratio - 0.1).abs() < 0.03, "{ratio}");
+    assert_eq!(top.denied_keys_ratio("p", T0 + 6 * 60_000), Some(0.0));
+}
+
+#[test]
+fn unknown_policies_and_clocks_behind_are_harmless() {
+    let top = tracker();
+    top.record("nope", "k", true, T0);
+    assert!(
+        top.top("nope", Period::FiveMinutes, By::Checked, 5, T0)
+            .is_none()
+    );
+    // T0 + 5 min reuses T0's minute slot; a check stamped T0 afterwards is not counted.
+    top.record("p", "k", false, T0 + 300_000);
+    top.record("p", "k", false, T0);
+    let report = top
+        .top("p", Period::FiveMinutes, By::Checked, 5, T0 + 300_000)
+        .unwrap();
+    assert_eq!(report.entries[0].checked, 1);
+}

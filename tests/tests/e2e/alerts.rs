@@ -1,0 +1,151 @@
+//! The alert rules pass `promtool check rules` and their `promtool test rules` cases, and every
+//! dashboard query is valid PromQL (checked by promtool as a recording rule). promtool is a
+//! requirement of the test suite: without it these tests fail, they never skip.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use crate::assets;
+
+const INSTALL: &str = "promtool not found: install the Debian package `prometheus` \
+    (apt-get install -y --no-install-recommends prometheus); the alert tests never skip";
+
+fn promtool(args: &[&str], dir: &Path) -> Output {
+    match Command::new("promtool")
+        .args(args)
+        .current_dir(dir)
+        .output()
+    {
+        Ok(out) => out,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => panic!("{INSTALL}"),
+        Err(err) => panic!("cannot run promtool: {err}"),
+    }
+}
+
+fn assert_success(out: &Output, what: &str) {
+    assert!(
+        out.status.success(),
+        "{what} failed ({}):\n{}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn names(paths: &[std::path::PathBuf]) -> Vec<String> {
+    paths
+        .iter()
+        .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+        .collect()
+}
+
+#[test]
+fn promtool_checks_the_rule_files() {
+    let alerts = assets::root().join("alerts");
+    let files = names(&assets::rule_files());
+    assert!(!files.is_empty(), "no rule files in alerts/");
+    let mut args = vec!["check", "rules"];
+    args.extend(files.iter().map(String::as_str));
+    assert_success(&promtool(&args, &alerts), "promtool check rules");
+}
+
+#[test]
+fn promtool_rule_tests_pass_and_cover_every_alert() {
+    let alerts = assets::root().join("alerts");
+    let tests = names(&assets::files("alerts", ".test.yml"));
+    assert!(!tests.is_empty(), "no *.test.yml in alerts/");
+    let mut args = vec!["test", "rules"];
+    args.extend(tests.iter().map(String::as_str));
+    assert_success(&promtool(&args, &alerts), "promtool test rules");
+
+    // Every alert has a case where it fires and one where it stays silent.
+    let rules: String = assets::rule_files()
+        .iter()
+        .map(|p| std::fs::read_to_string(p).unwrap())
+        .collect();
+    let cases: String = assets::files("alerts", ".test.yml")
+        .iter()
+        .map(|p| std::fs::read_to_string(p).unwrap())
+        .collect();
+    let alert_names: Vec<&str> = rules
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("- alert:"))
+        .map(str::trim)
+        .collect();
+    for name in [
+        "RateLimit429RateHigh",
+        "RateLimitRedisP99High",
+        "RateLimitFailOpenBurst",
+    ] {
+        assert!(
+            alert_names.contains(&name),
+            "SPEC's alert {name} is missing"
+        );
+    }
+    for name in alert_names {
+        let (mut fires, mut silent) = (0, 0);
+        let mut lines = cases.lines().skip_while(|_| false).peekable();
+        while let Some(line) = lines.next() {
+            if line.trim() != format!("alertname: {name}") {
+                continue;
+            }
+            match lines.peek().map(|l| l.trim()) {
+                Some("exp_alerts: []") => silent += 1,
+                Some("exp_alerts:") => fires += 1,
+                other => panic!("unexpected line after alertname {name}: {other:?}"),
+            }
+        }
+        assert!(
+            fires >= 1 && silent >= 1,
+            "{name}: {fires} firing and {silent} silent promtool cases, want at least one of each"
+        );
+    }
+}
+
+#[test]
+fn every_dashboard_query_is_valid_promql() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut rules = String::from("groups:\n  - name: dashboard_queries\n    rules:\n");
+    let exprs = assets::dashboard_exprs();
+    assert!(!exprs.is_empty());
+    for (i, expr) in exprs.iter().enumerate() {
+        // Grafana's variables as Prometheus would see them after interpolation.
+        let promql = substitute_variables(&expr.promql);
+        rules.push_str(&format!(
+            "      - record: dashboard:query_{i}\n        expr: {}\n",
+            serde_json::to_string(&promql).unwrap()
+        ));
+    }
+    let path = dir.path().join("dashboard-queries.yml");
+    std::fs::write(&path, rules).unwrap();
+    assert_success(
+        &promtool(&["check", "rules", "dashboard-queries.yml"], dir.path()),
+        "promtool check rules on the dashboard queries",
+    );
+}
+
+/// `$__rate_interval`-like built-ins become a duration, template variables a regex.
+fn substitute_variables(promql: &str) -> String {
+    let mut out = String::with_capacity(promql.len());
+    let mut rest = promql;
+    while let Some(at) = rest.find('$') {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + 1..];
+        let (name, tail) = match after.strip_prefix('{') {
+            Some(braced) => {
+                let end = braced.find('}').unwrap();
+                (&braced[..end], &braced[end + 1..])
+            }
+            None => {
+                let end = after
+                    .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                    .unwrap_or(after.len());
+                (&after[..end], &after[end..])
+            }
+        };
+        out.push_str(if name.starts_with("__") { "5m" } else { ".*" });
+        rest = tail;
+    }
+    out.push_str(rest);
+    out
+}

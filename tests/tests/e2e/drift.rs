@@ -1,0 +1,166 @@
+//! The drift guard: every metric a dashboard panel or an alert rule queries is exported by a
+//! running daemon, and every metric of SPEC's table is exported with its type. A rename on
+//! either side fails here instead of leaving an empty panel or an alert that never fires.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use http::Method;
+use sluice_api::CheckRequest;
+use sluice_tests::{Daemon, req};
+
+use crate::assets::{self, Expr};
+
+/// SPEC's metric table: (name, type). Counters are exported as `<name>` samples too, since
+/// every SPEC counter name already ends in `_total`.
+const SPEC_METRICS: [(&str, &str); 11] = [
+    ("rate_limit_requests_total", "counter"),
+    ("rate_limit_redis_duration_seconds", "histogram"),
+    ("rate_limit_check_duration_seconds", "histogram"),
+    ("rate_limit_fail_open_total", "counter"),
+    ("rate_limit_fail_closed_total", "counter"),
+    ("rate_limit_backend_errors_total", "counter"),
+    ("rate_limit_shadow_rejections_total", "counter"),
+    ("rate_limit_keys", "gauge"),
+    ("rate_limit_config_reloads_total", "counter"),
+    ("rate_limit_utilization", "histogram"),
+    ("rate_limit_denied_keys_ratio", "gauge"),
+];
+
+/// The text of `/metrics` after a few allowed, rejected, tiered and shadow checks.
+async fn scrape(d: &Daemon) -> String {
+    let c = d.unix();
+    for _ in 0..6 {
+        c.check(&req("fw", "drift")).await.unwrap();
+    }
+    c.check(&CheckRequest {
+        tier: Some("pro".into()),
+        endpoint: Some("/orders".into()),
+        ..req("public", "drift")
+    })
+    .await
+    .unwrap();
+    for _ in 0..2 {
+        c.check(&req("shadowed", "drift")).await.unwrap();
+    }
+    let on_metrics_listener = sluice_client::Client::tcp(d.metrics.to_string())
+        .send(Method::GET, "/metrics", &[], "")
+        .await
+        .unwrap();
+    let on_api = d
+        .tcp()
+        .send(Method::GET, "/metrics", &[], "")
+        .await
+        .unwrap();
+    assert_eq!((on_api.status, on_metrics_listener.status), (200, 200));
+    String::from_utf8(on_api.body.to_vec()).unwrap()
+}
+
+/// `# TYPE` families (name -> type) and the sample names a Prometheus scrape of them yields.
+fn exported(text: &str) -> (BTreeMap<String, String>, BTreeSet<String>) {
+    let mut families = BTreeMap::new();
+    let mut samples = BTreeSet::new();
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let (name, kind) = rest.split_once(' ').unwrap();
+            families.insert(name.to_owned(), kind.to_owned());
+            match kind {
+                "counter" => {
+                    samples.insert(format!("{name}_total"));
+                }
+                "histogram" => {
+                    for suffix in ["_bucket", "_sum", "_count"] {
+                        samples.insert(format!("{name}{suffix}"));
+                    }
+                }
+                _ => {
+                    samples.insert(name.to_owned());
+                }
+            }
+        } else if !line.starts_with('#') && !line.is_empty() {
+            let end = line.find(['{', ' ']).unwrap_or(line.len());
+            samples.insert(line[..end].to_owned());
+        }
+    }
+    (families, samples)
+}
+
+fn missing(exprs: &[Expr], samples: &BTreeSet<String>) -> Vec<String> {
+    let mut out = Vec::new();
+    for expr in exprs {
+        for name in assets::metric_names(&expr.promql) {
+            if !samples.contains(&name) {
+                out.push(format!("{}: {name} in `{}`", expr.origin, expr.promql));
+            }
+        }
+    }
+    out
+}
+
+#[tokio::test]
+async fn every_metric_the_dashboards_and_alerts_query_is_exported() {
+    let d = Daemon::start().await;
+    let text = scrape(&d).await;
+    let (_, samples) = exported(&text);
+
+    let dashboards = assets::dashboard_exprs();
+    let alerts = assets::alert_exprs();
+    // The guard is only as good as what it reads: it must have found the assets' queries.
+    assert!(
+        dashboards.len() >= 20,
+        "{} dashboard queries",
+        dashboards.len()
+    );
+    assert!(alerts.len() >= 6, "{} alert expressions", alerts.len());
+    let queried: BTreeSet<String> = dashboards
+        .iter()
+        .chain(&alerts)
+        .flat_map(|e| assets::metric_names(&e.promql))
+        .collect();
+    for name in [
+        "rate_limit_requests_total",
+        "rate_limit_redis_duration_seconds_bucket",
+        "rate_limit_fail_open_total",
+    ] {
+        assert!(queried.contains(name), "{name} not found in any query");
+    }
+
+    let mut problems = missing(&dashboards, &samples);
+    problems.extend(missing(&alerts, &samples));
+    assert!(
+        problems.is_empty(),
+        "queried but not exported by sluiced:\n{}\n\n/metrics:\n{text}",
+        problems.join("\n")
+    );
+}
+
+#[tokio::test]
+async fn every_spec_metric_is_exported_with_its_type_before_it_has_samples() {
+    let d = Daemon::start().await;
+    // Before any check: names come from `# TYPE` lines alone for metrics without samples.
+    let before = d
+        .tcp()
+        .send(Method::GET, "/metrics", &[], "")
+        .await
+        .unwrap();
+    let (families, _) = exported(std::str::from_utf8(&before.body).unwrap());
+    for (name, kind) in SPEC_METRICS {
+        // OpenMetrics names a counter family without its `_total` suffix.
+        let family = match kind {
+            "counter" => name.strip_suffix("_total").unwrap(),
+            _ => name,
+        };
+        assert_eq!(
+            families.get(family).map(String::as_str),
+            Some(kind),
+            "{name} ({kind}) not exported; families: {families:?}"
+        );
+    }
+    let (_, samples) = exported(&scrape(&d).await);
+    for name in [
+        "rate_limit_requests_total",
+        "rate_limit_check_duration_seconds_bucket",
+        "rate_limit_keys",
+    ] {
+        assert!(samples.contains(name), "{name} has no sample");
+    }
+}
