@@ -143,6 +143,15 @@ impl Daemon {
         Client::tcp(self.tcp.to_string())
     }
 
+    /// The status `GET path` answers over the socket.
+    pub async fn status(&self, path: &str) -> u16 {
+        self.unix()
+            .send(http::Method::GET, path, &[], "")
+            .await
+            .unwrap()
+            .status
+    }
+
     /// Stops gracefully and waits for the server to finish.
     pub async fn stop(mut self) -> std::io::Result<()> {
         if let Some(tx) = self.shutdown.take() {
@@ -183,4 +192,33 @@ pub fn header<'a>(headers: &'a http::HeaderMap, name: &str) -> &'a str {
         .unwrap_or_else(|| panic!("header {name} missing"))
         .to_str()
         .unwrap()
+}
+
+/// Requests admitted when `clients` concurrent clients (half over the socket, half over TCP:
+/// the listeners share one limiter) each send `each` checks of `policy` for one hot key.
+/// A degraded (fail-open) answer fails the test: it would count as admitted.
+pub async fn admitted(d: &Daemon, policy: &str, clients: usize, each: usize) -> usize {
+    let mut tasks = Vec::new();
+    for i in 0..clients {
+        let client = std::sync::Arc::new(if i % 2 == 0 { d.unix() } else { d.tcp() });
+        let policy = policy.to_owned();
+        tasks.push(tokio::spawn(async move {
+            let mut allowed = 0;
+            for _ in 0..each {
+                let out = client.check(&req(&policy, "hot")).await.unwrap();
+                assert!(out.status == 200 || out.status == 429, "{}", out.status);
+                assert!(
+                    !out.body.degraded,
+                    "{policy}: a healthy backend never degrades"
+                );
+                allowed += usize::from(out.status == 200);
+            }
+            allowed
+        }));
+    }
+    let mut total = 0;
+    for task in tasks {
+        total += task.await.unwrap();
+    }
+    total
 }

@@ -3,23 +3,14 @@
 //! dies, recovery when it comes back, and serving on after a cluster failover, all without
 //! restarting the daemon.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use sluice_testkit::{RedisCluster, RedisServer};
-use sluice_tests::{Daemon, header, req};
+use sluice_tests::{Daemon, TEST_CONFIG, admitted, header, req};
 
-const POLICIES: &str = r#"
-[policies.exact_fw]
-algorithm = "fixed_window"
-limit = 100
-window = "1h"
-
-[policies.exact_log]
-algorithm = "sliding_window_log"
-limit = 100
-window = "1h"
-
+/// The harness's policies (`exact_fw`, `exact_log`, …) plus a bucket and one policy per fail
+/// mode.
+const EXTRA_POLICIES: &str = r#"
 [policies.exact_bucket]
 algorithm = "token_bucket"
 limit = 100
@@ -76,36 +67,14 @@ impl Backend {
         format!("[backend]\n{target}\ntimeout = \"{timeout}\"\n")
     }
 
-    /// A daemon on this backend serving [`POLICIES`].
+    /// A daemon on this backend.
     async fn daemon(&self, timeout: &str) -> Daemon {
-        Daemon::with_config(&format!("{}{POLICIES}", self.section(timeout))).await
+        Daemon::with_config(&format!(
+            "{}{TEST_CONFIG}{EXTRA_POLICIES}",
+            self.section(timeout)
+        ))
+        .await
     }
-}
-
-async fn admitted(d: &Daemon, policy: &str, clients: usize, each: usize) -> usize {
-    let mut tasks = Vec::new();
-    for i in 0..clients {
-        let client = Arc::new(if i % 2 == 0 { d.unix() } else { d.tcp() });
-        let policy = policy.to_owned();
-        tasks.push(tokio::spawn(async move {
-            let mut allowed = 0;
-            for _ in 0..each {
-                let out = client.check(&req(&policy, "hot")).await.unwrap();
-                assert!(out.status == 200 || out.status == 429, "{}", out.status);
-                assert!(
-                    !out.body.degraded,
-                    "{policy}: a healthy backend never degrades"
-                );
-                allowed += usize::from(out.status == 200);
-            }
-            allowed
-        }));
-    }
-    let mut total = 0;
-    for task in tasks {
-        total += task.await.unwrap();
-    }
-    total
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -157,14 +126,7 @@ async fn a_dead_redis_gives_each_policy_its_fail_mode_and_recovery_needs_no_rest
         return;
     };
     until_served(&d, "open", "warm", Duration::from_secs(2)).await;
-    assert_eq!(
-        d.unix()
-            .send(http::Method::GET, "/readyz", &[], "")
-            .await
-            .unwrap()
-            .status,
-        200
-    );
+    assert_eq!(d.status("/readyz").await, 200);
 
     redis.kill();
     for _ in 0..5 {
@@ -195,26 +157,12 @@ async fn a_dead_redis_gives_each_policy_its_fail_mode_and_recovery_needs_no_rest
             started.elapsed()
         );
     }
-    assert_eq!(
-        d.unix()
-            .send(http::Method::GET, "/readyz", &[], "")
-            .await
-            .unwrap()
-            .status,
-        503
-    );
+    assert_eq!(d.status("/readyz").await, 503);
 
     redis.restart();
     let took = until_served(&d, "closed", "user:2", Duration::from_secs(2)).await;
     assert!(took < Duration::from_secs(2));
-    assert_eq!(
-        d.unix()
-            .send(http::Method::GET, "/readyz", &[], "")
-            .await
-            .unwrap()
-            .status,
-        200
-    );
+    assert_eq!(d.status("/readyz").await, 200);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
