@@ -9,7 +9,6 @@ mod assets;
 mod backends;
 mod batch;
 mod boundary;
-mod concurrency;
 mod drift;
 mod errors;
 mod features;
