@@ -37,7 +37,7 @@ const X_SHADOW: HeaderName = HeaderName::from_static("x-ratelimit-shadow");
 const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
 const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
 const JSON: HeaderValue = HeaderValue::from_static("application/json");
-const PROBLEM_JSON: HeaderValue = HeaderValue::from_static("application/problem+json");
+pub(crate) const PROBLEM_JSON: HeaderValue = HeaderValue::from_static("application/problem+json");
 const ONE: HeaderValue = HeaderValue::from_static("1");
 
 /// The router of the API.
@@ -51,6 +51,10 @@ pub fn router(app: App) -> Router {
         .route("/v1/check", post(check))
         .route("/v1/policies", get(policies))
         .route("/v1/top", get(top_keys))
+        .route(
+            "/v1/forward-auth/{policy}",
+            get(crate::forward_auth::forward_auth),
+        )
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics_text))
@@ -146,7 +150,11 @@ pub(crate) fn json_response<T: Serialize>(status: StatusCode, body: &T) -> Respo
     json_with(status, JSON, body)
 }
 
-fn json_with<T: Serialize>(status: StatusCode, content_type: HeaderValue, body: &T) -> Response {
+pub(crate) fn json_with<T: Serialize>(
+    status: StatusCode,
+    content_type: HeaderValue,
+    body: &T,
+) -> Response {
     match serde_json::to_vec(body) {
         Ok(bytes) => (status, [(CONTENT_TYPE, content_type)], bytes).into_response(),
         // Our own types always serialize; answer something valid regardless.
@@ -342,7 +350,7 @@ async fn decide(app: &App, body: &[u8], parent: &TraceParent) -> Result<Response
     Ok(response)
 }
 
-fn body_of(verdict: &Verdict) -> CheckResponse {
+pub(crate) fn body_of(verdict: &Verdict) -> CheckResponse {
     let d = &verdict.decision;
     CheckResponse {
         allowed: verdict.allowed,
@@ -391,7 +399,7 @@ fn most_restrictive(verdicts: &[Verdict]) -> Option<&Verdict> {
         .or_else(|| verdicts.iter().min_by_key(|v| v.decision.remaining))
 }
 
-fn set_headers(headers: &mut HeaderMap, verdict: &Verdict) {
+pub(crate) fn set_headers(headers: &mut HeaderMap, verdict: &Verdict) {
     let d = &verdict.decision;
     headers.insert(X_LIMIT, HeaderValue::from(d.limit));
     headers.insert(X_REMAINING, HeaderValue::from(d.remaining));

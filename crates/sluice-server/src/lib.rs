@@ -7,6 +7,7 @@ pub mod admin;
 pub mod backend;
 pub mod clock;
 pub mod config;
+pub mod forward_auth;
 pub mod http;
 pub mod limiter;
 pub mod metrics;

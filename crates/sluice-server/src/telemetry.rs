@@ -11,27 +11,30 @@
 //!   one relaxed atomic load;
 //! - an incoming `traceparent` whose sampled flag is off: the same, decided by reading the
 //!   flag, with no span made (the `ParentBased` sampler would drop it anyway);
-//! - a root (no `traceparent`): the span is made and the SDK's
-//!   `ParentBased(TraceIdRatioBased(sample_ratio))` sampler decides at once; an unsampled span is
-//!   dropped there, before any attribute is recorded or a child is made;
+//! - a root (no `traceparent`): the trace id is drawn first and the SDK's root sampler,
+//!   `TraceIdRatioBased(sample_ratio)`, is asked about it; an unsampled root makes no span. A
+//!   sampled one is made with that very trace id (handed to the SDK's id generator), so the
+//!   provider's `ParentBased(TraceIdRatioBased(sample_ratio))` sampler reaches the same decision;
 //! - a sampled check: attributes, a child span per backend call, and a place in the exporter's
 //!   bounded queue. The exporter runs on its own thread: a check never waits for it, a full
 //!   queue drops spans, and a collector that does not answer costs one warning in the log
 //!   (and one line when it answers again).
 
+use std::cell::Cell;
 use std::io::IsTerminal;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use http::HeaderMap;
 use opentelemetry::propagation::{Extractor, TextMapPropagator};
-use opentelemetry::trace::{TraceContextExt, TracerProvider as _};
+use opentelemetry::trace::{SpanId, SpanKind, TraceContextExt, TraceId, TracerProvider as _};
 use opentelemetry_otlp::WithExportConfig;
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::error::OTelSdkResult;
 use opentelemetry_sdk::propagation::TraceContextPropagator;
 use opentelemetry_sdk::trace::{
-    BatchConfigBuilder, BatchSpanProcessor, Sampler, SdkTracerProvider, SpanData, SpanExporter,
+    BatchConfigBuilder, BatchSpanProcessor, IdGenerator, RandomIdGenerator, Sampler,
+    SamplingDecision, SdkTracerProvider, ShouldSample, SpanData, SpanExporter,
 };
 use tracing::Span;
 use tracing::field::Empty;
@@ -58,6 +61,32 @@ const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// Whether an OpenTelemetry layer is installed: without one no span is ever made.
 static TRACING: AtomicBool = AtomicBool::new(false);
+
+/// `telemetry.sample_ratio` (f64 bits), for the root decision of [`check_span`].
+static RATIO: AtomicU64 = AtomicU64::new(0);
+
+thread_local! {
+    /// The trace id [`check_span`] drew for the root span it is starting on this thread.
+    static NEXT_TRACE_ID: Cell<Option<TraceId>> = const { Cell::new(None) };
+}
+
+/// The SDK's id generator, except that a root started by [`check_span`] gets the trace id its
+/// sampling was decided on. The hand-over is synchronous: set, span started, cleared, with no
+/// `.await` in between.
+#[derive(Debug, Default)]
+struct HandedTraceIds(RandomIdGenerator);
+
+impl IdGenerator for HandedTraceIds {
+    fn new_trace_id(&self) -> TraceId {
+        NEXT_TRACE_ID
+            .with(Cell::take)
+            .unwrap_or_else(|| self.0.new_trace_id())
+    }
+
+    fn new_span_id(&self) -> SpanId {
+        self.0.new_span_id()
+    }
+}
 
 /// Why telemetry could not start.
 #[derive(Debug, thiserror::Error)]
@@ -136,6 +165,7 @@ pub fn init(config: &TelemetryConfig) -> Result<Telemetry, TelemetryError> {
         .with(log_layer(&config.log_format))
         .with(otel)
         .try_init()?;
+    RATIO.store(config.sample_ratio.to_bits(), Ordering::Relaxed);
     TRACING.store(provider.is_some(), Ordering::Relaxed);
     Ok(Telemetry { provider, endpoint })
 }
@@ -190,6 +220,7 @@ fn tracer_provider(endpoint: &str, ratio: f64) -> Result<SdkTracerProvider, Tele
         .with_sampler(Sampler::ParentBased(Box::new(Sampler::TraceIdRatioBased(
             ratio,
         ))))
+        .with_id_generator(HandedTraceIds::default())
         .with_resource(resource)
         .build())
 }
@@ -305,10 +336,55 @@ impl Extractor for Headers<'_> {
 /// is not traced. Its fields are recorded by the limiter: `ratelimit.policy`,
 /// `ratelimit.backend`, `ratelimit.allowed` (and `ratelimit.degraded`, `ratelimit.checks`).
 pub fn check_span(parent: &TraceParent) -> Span {
-    if !TRACING.load(Ordering::Relaxed) || matches!(parent, TraceParent::Unsampled) {
+    if !TRACING.load(Ordering::Relaxed) {
         return Span::none();
     }
-    let span = tracing::info_span!(
+    match parent {
+        TraceParent::Unsampled => Span::none(),
+        TraceParent::Sampled(context) => {
+            let span = new_check_span();
+            // Only fails for a disabled span, which has nothing to continue.
+            let _ = span.set_parent(context.clone());
+            started_if_sampled(span)
+        }
+        TraceParent::Absent => {
+            let trace_id = RandomIdGenerator::default().new_trace_id();
+            if !root_sampled(trace_id) {
+                return Span::none();
+            }
+            NEXT_TRACE_ID.with(|next| next.set(Some(trace_id)));
+            let span = started_if_sampled(new_check_span());
+            NEXT_TRACE_ID.with(|next| next.set(None));
+            span
+        }
+    }
+}
+
+/// The decision the SDK's root sampler makes for a trace starting with `trace_id`.
+fn root_sampled(trace_id: TraceId) -> bool {
+    let ratio = f64::from_bits(RATIO.load(Ordering::Relaxed));
+    let result = Sampler::TraceIdRatioBased(ratio).should_sample(
+        None,
+        trace_id,
+        "ratelimit.check",
+        &SpanKind::Server,
+        &[],
+        &[],
+    );
+    result.decision == SamplingDecision::RecordAndSample
+}
+
+/// Starts `span` (the sampler decides then) and keeps it only if it is sampled.
+fn started_if_sampled(span: Span) -> Span {
+    if span.context().span().span_context().is_sampled() {
+        span
+    } else {
+        Span::none()
+    }
+}
+
+fn new_check_span() -> Span {
+    tracing::info_span!(
         target: TRACE_TARGET,
         "ratelimit.check",
         otel.kind = "server",
@@ -318,18 +394,7 @@ pub fn check_span(parent: &TraceParent) -> Span {
         ratelimit.allowed = Empty,
         ratelimit.degraded = Empty,
         ratelimit.checks = Empty,
-    );
-    if let TraceParent::Sampled(context) = parent {
-        // Only fails for a disabled span, which has nothing to continue.
-        let _ = span.set_parent(context.clone());
-    }
-    // The sampler decides when the span starts, here: an unsampled span is dropped now, so
-    // it records nothing and gets no children.
-    if span.context().span().span_context().is_sampled() {
-        span
-    } else {
-        Span::none()
-    }
+    )
 }
 
 /// The child span of one backend call under `parent` (disabled when `parent` is).
@@ -400,6 +465,23 @@ mod tests {
         assert_eq!(sampled_flag(format!("{id}zz").as_bytes()), None);
         assert_eq!(sampled_flag(b"01-whatever"), None);
         assert_eq!(sampled_flag(b""), None);
+    }
+
+    #[test]
+    fn a_handed_trace_id_is_used_once() {
+        let ids = HandedTraceIds::default();
+        let handed = TraceId::from(42_u128);
+        NEXT_TRACE_ID.with(|next| next.set(Some(handed)));
+        assert_eq!(ids.new_trace_id(), handed);
+        assert_ne!(ids.new_trace_id(), handed);
+    }
+
+    #[test]
+    fn the_root_decision_follows_the_ratio() {
+        RATIO.store(1.0_f64.to_bits(), Ordering::Relaxed);
+        assert!(root_sampled(TraceId::from(u128::MAX)));
+        RATIO.store(0.0_f64.to_bits(), Ordering::Relaxed);
+        assert!(!root_sampled(TraceId::from(1_u128)));
     }
 
     #[test]

@@ -330,6 +330,33 @@ async fn a_denied_check_and_a_batch_are_traced_too() {
 }
 
 #[tokio::test]
+async fn a_check_without_traceparent_starts_a_trace_at_ratio_one() {
+    let (addr, received) = receiver().await;
+    let d = Daemon::start(&format!("http://{addr}"), "1.0");
+    assert_eq!(d.check("p", "root", None).await, 200);
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    let (check, call) = loop {
+        let spans = received.spans();
+        let check = spans.iter().find(|s| s.name == "ratelimit.check").cloned();
+        let call = spans
+            .iter()
+            .find(|s| s.name == "ratelimit.backend_call")
+            .cloned();
+        if let (Some(check), Some(call)) = (check, call) {
+            break (check, call);
+        }
+        assert!(tokio::time::Instant::now() < deadline, "no root spans");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(check.trace_id.len(), 16);
+    assert!(check.trace_id.iter().any(|b| *b != 0), "a valid trace id");
+    assert!(check.parent_span_id.is_empty(), "a root span");
+    assert_eq!(call.trace_id, check.trace_id);
+    assert_eq!(call.parent_span_id, check.span_id);
+    assert_eq!(attribute(&check, "ratelimit.policy"), text("p"));
+}
+
+#[tokio::test]
 async fn sample_ratio_zero_records_roots_never_but_follows_a_sampled_parent() {
     let (addr, received) = receiver().await;
     let d = Daemon::start(&format!("http://{addr}"), "0.0");

@@ -145,9 +145,8 @@ async fn cluster_serves_again_after_a_master_fails_over() {
     }
     // Replicas synced (start waits for master_link_status:up; wait for the writes too).
     cluster.wait_healthy(Duration::from_secs(10));
-    std::thread::sleep(Duration::from_millis(200));
-
     let master = cluster.master_of_slot(slot);
+    cluster.wait_replicated(master, Duration::from_secs(10));
     cluster.kill(master);
     // Every call during the failover ends within the timeout, and the same store serves the
     // slot again once a replica took over.

@@ -322,6 +322,27 @@ impl RedisCluster {
         cluster
     }
 
+    /// Waits until every replica of master `index` has applied everything the master wrote
+    /// (replication is asynchronous: a write acknowledged by a master killed before its replica
+    /// received it is lost on failover, as Redis documents).
+    pub fn wait_replicated(&self, index: usize, limit: Duration) {
+        let port = self.nodes[index].port;
+        wait_until("replicas to catch up with their master", limit, || {
+            let info = cli(port, &["INFO", "replication"]);
+            let Some(offset) = info_field(&info, "master_repl_offset") else {
+                return false;
+            };
+            let replicas: Vec<&str> = info
+                .lines()
+                .filter(|l| l.starts_with("slave") && l.contains("offset="))
+                .collect();
+            !replicas.is_empty()
+                && replicas
+                    .iter()
+                    .all(|l| l.contains(&format!("offset={offset},")))
+        });
+    }
+
     /// Waits until every running node reports `cluster_state:ok`, sees three masters
     /// covering all slots, and every running replica's link to its master is up.
     pub fn wait_healthy(&self, limit: Duration) {

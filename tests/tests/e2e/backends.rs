@@ -181,6 +181,7 @@ async fn the_daemon_serves_on_after_a_cluster_master_fails_over() {
     assert_eq!(before.body.remaining, 998);
 
     let master = cluster.master_of_slot(cluster.keyslot("{closed:user:failover}"));
+    cluster.wait_replicated(master, Duration::from_secs(10));
     cluster.kill(master);
     // Failover takes ~4 s at cluster-node-timeout 2000; the same daemon must serve again.
     until_served(&d, "closed", "user:failover", Duration::from_secs(20)).await;
