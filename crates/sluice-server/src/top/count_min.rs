@@ -21,10 +21,24 @@ impl Default for CountMin {
     }
 }
 
-/// The column of `hash` in `row` (double hashing from one 64-bit hash).
+/// Per-row seeds, so each row hashes independently of the others.
+const ROW_SEEDS: [u64; DEPTH] = [
+    0x243F_6A88_85A3_08D3,
+    0x1319_8A2E_0370_7344,
+    0xA409_3822_299F_31D0,
+    0x082E_FA98_EC4E_6C89,
+];
+
+/// The column of `hash` in `row`. Each row remixes the key's hash with its own seed (the
+/// splitmix64 finaliser): double hashing from one hash made two keys that share the low bits
+/// of both halves collide in every row at once, so a light key could inherit a heavy key's
+/// count and enter the top list.
 fn column(hash: u64, row: usize) -> usize {
-    let (h1, h2) = (hash as u32, (hash >> 32) as u32 | 1);
-    (h1.wrapping_add((row as u32).wrapping_mul(h2)) as usize) % WIDTH
+    let mut z = hash ^ ROW_SEEDS[row];
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^= z >> 31;
+    (z % WIDTH as u64) as usize
 }
 
 impl CountMin {

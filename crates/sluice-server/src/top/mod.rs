@@ -335,6 +335,15 @@ impl TopKeys {
         TopKeys::default()
     }
 
+    /// A tracker whose key hashing is fixed, so a test's sketch collisions are reproducible.
+    #[cfg(test)]
+    fn seeded(seed: u64) -> Self {
+        TopKeys {
+            hasher: RandomState::with_seeds(seed, seed ^ 1, seed ^ 2, seed ^ 3),
+            policies: RwLock::default(),
+        }
+    }
+
     fn history(&self, policy: &str) -> Option<Arc<Mutex<PolicyHistory>>> {
         self.policies.read().get(policy).cloned()
     }

@@ -34,8 +34,10 @@ impl Zipf {
     }
 }
 
+/// The stated bound holds per key with probability 98%, so the hashing is seeded: a failure
+/// reproduces. (With per-row hashing, seeds 1..=60 all pass; the old double hashing failed 12.)
 fn tracker() -> TopKeys {
-    let top = TopKeys::new();
+    let top = TopKeys::seeded(7);
     top.retain_policies(["p"]);
     top
 }
