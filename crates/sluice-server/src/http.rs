@@ -155,8 +155,10 @@ pub(crate) fn json_with<T: Serialize>(
     content_type: HeaderValue,
     body: &T,
 ) -> Response {
-    match serde_json::to_vec(body) {
-        Ok(bytes) => (status, [(CONTENT_TYPE, content_type)], bytes).into_response(),
+    // A check answer is ~150 bytes: one allocation, no regrowth.
+    let mut bytes = Vec::with_capacity(256);
+    match serde_json::to_writer(&mut bytes, body) {
+        Ok(()) => (status, [(CONTENT_TYPE, content_type)], bytes).into_response(),
         // Our own types always serialize; answer something valid regardless.
         Err(_) => (
             StatusCode::INTERNAL_SERVER_ERROR,
@@ -246,6 +248,11 @@ fn parse(body: &[u8]) -> Result<Incoming<'_>, ApiError> {
 
 /// A JSON body as `T`, or a 400 naming the missing, unknown or wrong-typed field.
 pub(crate) fn parse_json<'de, T: Deserialize<'de>>(body: &'de [u8]) -> Result<T, ApiError> {
+    // The fast path: a well-formed body parses once, without tracking the path (which costs
+    // a few percent of a check). Only a bad body is parsed again, to name its field.
+    if let Ok(parsed) = serde_json::from_slice(body) {
+        return Ok(parsed);
+    }
     let mut de = serde_json::Deserializer::from_slice(body);
     let parsed: T = serde_path_to_error::deserialize(&mut de).map_err(|err| {
         let path = err.path().to_string();
@@ -401,6 +408,8 @@ fn most_restrictive(verdicts: &[Verdict]) -> Option<&Verdict> {
 
 pub(crate) fn set_headers(headers: &mut HeaderMap, verdict: &Verdict) {
     let d = &verdict.decision;
+    // Room for every header of an answer at once, instead of regrowing the map twice.
+    headers.reserve(10);
     headers.insert(X_LIMIT, HeaderValue::from(d.limit));
     headers.insert(X_REMAINING, HeaderValue::from(d.remaining));
     headers.insert(X_RESET, HeaderValue::from(d.reset_secs()));
