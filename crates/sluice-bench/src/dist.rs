@@ -1,5 +1,6 @@
-//! Which key each request names: one hot key, uniform over N keys, or Zipf (s = 1) over N
-//! keys, drawn with a small PRNG of our own so a draw costs a few nanoseconds.
+//! Which key each request names: one hot key, uniform over N keys, Zipf (s = 1) over N keys,
+//! drawn with a small PRNG of our own so a draw costs a few nanoseconds, or every key in turn
+//! (`sequential`: fills a daemon's table before a measured run over many keys).
 
 use std::fmt;
 use std::str::FromStr;
@@ -41,6 +42,7 @@ pub enum DistKind {
     Hot,
     Uniform,
     Zipf,
+    Sequential,
 }
 
 impl FromStr for DistKind {
@@ -51,8 +53,9 @@ impl FromStr for DistKind {
             "hot" => Ok(DistKind::Hot),
             "uniform" => Ok(DistKind::Uniform),
             "zipf" => Ok(DistKind::Zipf),
+            "sequential" => Ok(DistKind::Sequential),
             other => Err(format!(
-                "unknown distribution {other:?}: hot, uniform or zipf"
+                "unknown distribution {other:?}: hot, uniform, zipf or sequential"
             )),
         }
     }
@@ -64,6 +67,7 @@ impl fmt::Display for DistKind {
             DistKind::Hot => "hot",
             DistKind::Uniform => "uniform",
             DistKind::Zipf => "zipf",
+            DistKind::Sequential => "sequential",
         })
     }
 }
@@ -80,6 +84,13 @@ pub enum Dist {
     Zipf {
         cdf: Arc<[f64]>,
     },
+    /// Keys `next`, `next + step`, ... modulo `keys`: with one cursor per connection
+    /// ([`Dist::for_connection`]), every key is named once before any is named twice.
+    Sequential {
+        keys: u64,
+        next: u64,
+        step: u64,
+    },
 }
 
 impl Dist {
@@ -91,6 +102,24 @@ impl Dist {
             DistKind::Hot => Dist::Hot,
             DistKind::Uniform => Dist::Uniform { keys },
             DistKind::Zipf => Dist::zipf(keys, 1.0),
+            DistKind::Sequential => Dist::Sequential {
+                keys,
+                next: 0,
+                step: 1,
+            },
+        }
+    }
+
+    /// The distribution as connection `slot` of `connections` draws from it: a sequential
+    /// walk starts at `slot` and strides by `connections`; the others are shared as they are.
+    pub fn for_connection(&self, slot: u64, connections: u64) -> Self {
+        match self {
+            Dist::Sequential { keys, .. } => Dist::Sequential {
+                keys: *keys,
+                next: slot % keys,
+                step: connections.max(1),
+            },
+            other => other.clone(),
         }
     }
 
@@ -120,11 +149,12 @@ impl Dist {
             Dist::Hot => 1,
             Dist::Uniform { keys } => *keys,
             Dist::Zipf { cdf } => cdf.len() as u64,
+            Dist::Sequential { keys, .. } => *keys,
         }
     }
 
     /// The next key index, in `0..self.keys()`.
-    pub fn sample(&self, rng: &mut Rng) -> u64 {
+    pub fn sample(&mut self, rng: &mut Rng) -> u64 {
         match self {
             Dist::Hot => 0,
             Dist::Uniform { keys } => rng.below(*keys),
@@ -132,6 +162,11 @@ impl Dist {
                 let u = rng.unit();
                 let at = cdf.partition_point(|&c| c <= u);
                 at.min(cdf.len() - 1) as u64
+            }
+            Dist::Sequential { keys, next, step } => {
+                let key = *next;
+                *next = (*next + *step) % *keys;
+                key
             }
         }
     }
@@ -142,6 +177,7 @@ mod tests {
     use super::*;
 
     fn histogram(dist: &Dist, draws: usize) -> Vec<u64> {
+        let mut dist = dist.clone();
         let mut rng = Rng::new(7);
         let mut counts = vec![0u64; usize::try_from(dist.keys()).unwrap()];
         for _ in 0..draws {
@@ -191,6 +227,19 @@ mod tests {
     }
 
     #[test]
+    fn sequential_connections_name_every_key_once_before_any_twice() {
+        let dist = Dist::new(DistKind::Sequential, 10);
+        let mut rng = Rng::new(1);
+        let mut connections: Vec<Dist> = (0..3).map(|c| dist.for_connection(c, 3)).collect();
+        // Round robin over the connections, as concurrent requests interleave.
+        let mut first: Vec<u64> = (0..10)
+            .map(|i| connections[i % 3].sample(&mut rng))
+            .collect();
+        first.sort_unstable();
+        assert_eq!(first, (0..10).collect::<Vec<u64>>());
+    }
+
+    #[test]
     fn below_and_unit_stay_in_range() {
         let mut rng = Rng::new(1);
         for n in [1u64, 2, 3, 1_000_000] {
@@ -206,7 +255,12 @@ mod tests {
 
     #[test]
     fn kinds_parse_from_their_names() {
-        for kind in [DistKind::Hot, DistKind::Uniform, DistKind::Zipf] {
+        for kind in [
+            DistKind::Hot,
+            DistKind::Uniform,
+            DistKind::Zipf,
+            DistKind::Sequential,
+        ] {
             assert_eq!(kind.to_string().parse::<DistKind>(), Ok(kind));
         }
         assert!("normal".parse::<DistKind>().is_err());

@@ -29,7 +29,7 @@ struct Args {
     /// Distinct keys (`bench:000` ...); `hot` uses one.
     #[arg(long, value_name = "N", default_value_t = 1000)]
     keys: u64,
-    /// Key distribution: hot (one key), uniform, zipf (s = 1).
+    /// Key distribution: hot (one key), uniform, zipf (s = 1), sequential (every key in turn).
     #[arg(long, value_name = "uniform|zipf|hot", default_value = "uniform")]
     dist: DistKind,
     /// Connections, one request in flight on each.

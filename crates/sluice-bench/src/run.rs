@@ -174,7 +174,7 @@ async fn drive(config: &BenchConfig) -> Result<Report, BenchError> {
         let conn = Connection {
             target: config.target.clone(),
             template: template.clone(),
-            dist: dist.clone(),
+            dist: dist.for_connection(slot as u64, config.concurrency as u64),
             rng: Rng::new(slot as u64 + 1),
             buf: Vec::with_capacity(8192),
             stats: Rc::clone(&stats),

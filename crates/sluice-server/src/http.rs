@@ -410,22 +410,38 @@ pub(crate) fn set_headers(headers: &mut HeaderMap, verdict: &Verdict) {
     let d = &verdict.decision;
     // Room for every header of an answer at once, instead of regrowing the map twice.
     headers.reserve(10);
-    headers.insert(X_LIMIT, HeaderValue::from(d.limit));
+    let limit = if d.limit == verdict.limit.params.limit {
+        verdict.limit.limit_header.clone()
+    } else {
+        HeaderValue::from(d.limit)
+    };
+    headers.insert(X_LIMIT, limit);
     headers.insert(X_REMAINING, HeaderValue::from(d.remaining));
     headers.insert(X_RESET, HeaderValue::from(d.reset_secs()));
     headers.insert(RATELIMIT_POLICY, verdict.limit.policy_header.clone());
     let retry = d.retry_after_secs();
     let t = retry.unwrap_or_else(|| d.secs_until_reset(verdict.now_ms));
-    let name = &*verdict.policy.name;
-    let mut value = String::with_capacity(name.len() + 32);
+    // Built on the stack and copied once: a `String` handed to `HeaderValue` costs a second
+    // allocation whenever its capacity is not its length.
+    let name = verdict.policy.name.as_bytes();
+    let mut value = [0u8; 2 * 20 + 64 + 8];
     let mut numbers = itoa::Buffer::new();
-    value.push('"');
-    value.push_str(name);
-    value.push_str("\";r=");
-    value.push_str(numbers.format(d.remaining));
-    value.push_str(";t=");
-    value.push_str(numbers.format(t));
-    if let Ok(value) = HeaderValue::try_from(value) {
+    let mut len = 0;
+    for part in [
+        b"\"".as_slice(),
+        name,
+        b"\";r=",
+        numbers.format(d.remaining).as_bytes(),
+        b";t=",
+        itoa::Buffer::new().format(t).as_bytes(),
+    ] {
+        let Some(room) = value.get_mut(len..len + part.len()) else {
+            break;
+        };
+        room.copy_from_slice(part);
+        len += part.len();
+    }
+    if let Ok(value) = HeaderValue::from_bytes(&value[..len]) {
         headers.insert(RATELIMIT, value);
     }
     if let Some(retry) = retry {

@@ -93,8 +93,9 @@ struct Resolved<'a> {
     policy: Arc<Policy>,
     limit: Limit,
     check: Check<'a>,
-    tier_label: Arc<str>,
-    endpoint_label: Arc<str>,
+    /// Where the check's `plan_tier` and `endpoint` labels sit in the policy's meters.
+    tier_slot: usize,
+    endpoint_slot: usize,
 }
 
 impl Limiter {
@@ -335,7 +336,8 @@ impl Limiter {
                 field: field("policy"),
             });
         };
-        let limit = policy.limit_for(input.tier).clone();
+        let (limit, tier_slot) = policy.tier(input.tier);
+        let limit = limit.clone();
         let cost = input.cost.unwrap_or(1);
         let capacity = limit.params.capacity();
         if cost > capacity {
@@ -347,8 +349,8 @@ impl Limiter {
             });
         }
         Ok(Resolved {
-            tier_label: policy.tier_label(input.tier, &self.other, &self.none),
-            endpoint_label: policy.endpoint_label(input.endpoint, &self.other, &self.none),
+            tier_slot,
+            endpoint_slot: policy.endpoint_slot(input.endpoint),
             check: Check {
                 policy: input.policy,
                 key: input.key,
@@ -369,6 +371,10 @@ impl Limiter {
     ) -> Result<Decision, StoreError> {
         let op = check.params.algorithm.as_str();
         let child = telemetry::backend_span(span, self.store.kind(), op);
+        if let Some(result) = self.store.check_now(check, now_ms) {
+            self.backend_call_done(&child, op, None, result.as_ref().err());
+            return result;
+        }
         let started = self.redis.map(|_| Instant::now());
         let result = match self.timeout {
             None => self.store.check(check, now_ms).await,
@@ -450,13 +456,12 @@ impl Limiter {
             let used = decision.limit.saturating_sub(decision.remaining);
             #[allow(clippy::cast_precision_loss)]
             let share = used as f64 / decision.limit as f64;
-            self.metrics
-                .utilization
-                .get_or_create(&PolicyTierLabels {
+            r.policy
+                .meters
+                .observe_utilization(&self.metrics, r.tier_slot, share, || PolicyTierLabels {
                     policy: r.policy.name.clone(),
-                    plan_tier: r.tier_label.clone(),
-                })
-                .observe(share);
+                    plan_tier: r.policy.tier_label(r.tier_slot, &self.other, &self.none),
+                });
         }
         self.record(&r, allowed, started);
         Verdict {
@@ -474,22 +479,22 @@ impl Limiter {
     }
 
     fn record(&self, r: &Resolved<'_>, allowed: bool, started: Instant) {
-        let status = if allowed { "allowed" } else { "rejected" };
-        self.metrics
-            .requests
-            .get_or_create(&RequestLabels {
-                status,
-                policy: r.policy.name.clone(),
-                endpoint: r.endpoint_label.clone(),
-                plan_tier: r.tier_label.clone(),
-            })
-            .inc();
-        self.metrics
-            .check_duration
-            .get_or_create(&PolicyLabels {
-                policy: r.policy.name.clone(),
-            })
-            .observe(started.elapsed().as_secs_f64());
+        let policy = &r.policy;
+        policy
+            .meters
+            .count_request(&self.metrics, allowed, r.tier_slot, r.endpoint_slot, || {
+                RequestLabels {
+                    status: if allowed { "allowed" } else { "rejected" },
+                    policy: policy.name.clone(),
+                    endpoint: policy.endpoint_label(r.endpoint_slot, &self.other, &self.none),
+                    plan_tier: policy.tier_label(r.tier_slot, &self.other, &self.none),
+                }
+            });
+        policy.meters.observe_check_duration(
+            &self.metrics,
+            started.elapsed().as_secs_f64(),
+            &policy.name,
+        );
     }
 
     fn backend_error(&self, err: &StoreError) {

@@ -5,11 +5,19 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
+use ahash::RandomState;
+
 use http::HeaderValue;
 use sluice_api::{LimitView, PoliciesResponse, PolicyView};
 use sluice_core::{Algorithm, Params};
 
 use crate::config::{FieldError, PolicyConfig, is_valid_name, parse_duration_ms};
+use crate::metrics::PolicyMeters;
+
+/// The maps the check path looks names up in: aHash, since SipHash over every policy, tier and
+/// endpoint name was a visible share of a check's CPU (the keys are config, not caller input
+/// that could be chosen to collide: callers only look names up).
+type Names<V> = HashMap<Box<str>, V, RandomState>;
 
 /// What a backend failure answers for a policy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,7 +45,18 @@ pub struct Limit {
     pub policy_header: HeaderValue,
     /// The `plan_tier` metrics label.
     pub tier_label: Arc<str>,
+    /// `X-RateLimit-Limit`, computed once.
+    pub limit_header: HeaderValue,
+    /// Where this tier's series sit in [`Policy::meters`].
+    pub tier_slot: usize,
 }
+
+/// The tier slot of a check naming no tier, and of one naming a tier the policy does not have.
+pub const NO_TIER_SLOT: usize = 0;
+pub const OTHER_TIER_SLOT: usize = 1;
+/// The endpoint slot of a check naming no endpoint, and of one naming an unlisted endpoint.
+pub const NO_ENDPOINT_SLOT: usize = 0;
+pub const OTHER_ENDPOINT_SLOT: usize = 1;
 
 /// One compiled policy.
 #[derive(Debug)]
@@ -45,11 +64,13 @@ pub struct Policy {
     pub name: Arc<str>,
     pub window: String,
     pub base: Limit,
-    pub tiers: HashMap<Box<str>, Limit>,
+    pub tiers: Names<Limit>,
     pub fail: FailMode,
     pub shadow: bool,
-    /// `endpoint` label values recorded as themselves.
-    pub endpoints: HashMap<Box<str>, Arc<str>>,
+    /// `endpoint` label values recorded as themselves, and their slots in `meters`.
+    pub endpoints: Names<(Arc<str>, usize)>,
+    /// The metric series of this policy's checks, by tier and endpoint slot.
+    pub meters: PolicyMeters,
 }
 
 /// `plan_tier` label of a check without a tier.
@@ -64,30 +85,52 @@ impl Policy {
             .unwrap_or(&self.base)
     }
 
-    /// The `plan_tier` label of `tier`.
-    pub fn tier_label(&self, tier: Option<&str>, other: &Arc<str>, none: &Arc<str>) -> Arc<str> {
+    /// The limit for `tier` with the slot of its `plan_tier` label: an absent tier is
+    /// `none`, an unknown one `other` (both with the base limit).
+    pub fn tier(&self, tier: Option<&str>) -> (&Limit, usize) {
         match tier {
-            None => none.clone(),
-            Some(tier) => self
+            None => (&self.base, NO_TIER_SLOT),
+            Some(tier) => match self.tiers.get(tier) {
+                Some(limit) => (limit, limit.tier_slot),
+                None => (&self.base, OTHER_TIER_SLOT),
+            },
+        }
+    }
+
+    /// The `plan_tier` label of a tier slot.
+    pub fn tier_label(&self, slot: usize, other: &Arc<str>, none: &Arc<str>) -> Arc<str> {
+        match slot {
+            NO_TIER_SLOT => none.clone(),
+            OTHER_TIER_SLOT => other.clone(),
+            _ => self
                 .tiers
-                .get(tier)
+                .values()
+                .find(|limit| limit.tier_slot == slot)
                 .map_or_else(|| other.clone(), |limit| limit.tier_label.clone()),
         }
     }
 
-    /// The `endpoint` label of `endpoint`.
-    pub fn endpoint_label(
-        &self,
-        endpoint: Option<&str>,
-        other: &Arc<str>,
-        none: &Arc<str>,
-    ) -> Arc<str> {
+    /// The slot of the `endpoint` label of `endpoint`.
+    pub fn endpoint_slot(&self, endpoint: Option<&str>) -> usize {
         match endpoint {
-            None => none.clone(),
+            None => NO_ENDPOINT_SLOT,
             Some(endpoint) => self
                 .endpoints
                 .get(endpoint)
-                .map_or_else(|| other.clone(), Arc::clone),
+                .map_or(OTHER_ENDPOINT_SLOT, |(_, slot)| *slot),
+        }
+    }
+
+    /// The `endpoint` label of an endpoint slot.
+    pub fn endpoint_label(&self, slot: usize, other: &Arc<str>, none: &Arc<str>) -> Arc<str> {
+        match slot {
+            NO_ENDPOINT_SLOT => none.clone(),
+            OTHER_ENDPOINT_SLOT => other.clone(),
+            _ => self
+                .endpoints
+                .values()
+                .find(|(_, s)| *s == slot)
+                .map_or_else(|| other.clone(), |(label, _)| label.clone()),
         }
     }
 }
@@ -95,14 +138,14 @@ impl Policy {
 /// Every policy by name. Immutable once built.
 #[derive(Debug, Default)]
 pub struct PolicySet {
-    policies: HashMap<Box<str>, Arc<Policy>>,
+    policies: Names<Arc<Policy>>,
 }
 
 impl PolicySet {
     /// Compiles `[policies.*]`, reporting every bad value.
     pub fn compile(configs: &BTreeMap<String, PolicyConfig>) -> Result<Self, Vec<FieldError>> {
         let mut errors = Vec::new();
-        let mut policies = HashMap::with_capacity(configs.len());
+        let mut policies = Names::with_capacity_and_hasher(configs.len(), RandomState::new());
         for (name, config) in configs {
             if let Some(policy) = compile_policy(name, config, &mut errors) {
                 policies.insert(name.as_str().into(), Arc::new(policy));
@@ -287,9 +330,9 @@ fn compile_policy(
     if let Err(why) = base_params.validate() {
         errors.push(FieldError::new(field("limit"), why.to_string()));
     }
-    let base = make_limit(name, base_params, NO_TIER);
-    let mut tiers = HashMap::with_capacity(config.tiers.len());
-    for (tier, tier_config) in &config.tiers {
+    let base = make_limit(name, base_params, NO_TIER, NO_TIER_SLOT);
+    let mut tiers = Names::with_capacity_and_hasher(config.tiers.len(), RandomState::new());
+    for (at, (tier, tier_config)) in config.tiers.iter().enumerate() {
         let tier_limit = tier_config.limit.unwrap_or(limit).max(1);
         let params = Params {
             algorithm,
@@ -299,7 +342,8 @@ fn compile_policy(
         };
         match params.validate() {
             Ok(()) => {
-                tiers.insert(tier.as_str().into(), make_limit(name, params, tier));
+                let slot = OTHER_TIER_SLOT + 1 + at;
+                tiers.insert(tier.as_str().into(), make_limit(name, params, tier, slot));
             }
             Err(why) => errors.push(FieldError::new(
                 field(&format!("tiers.{tier}.limit")),
@@ -320,12 +364,20 @@ fn compile_policy(
         endpoints: config
             .endpoints
             .iter()
-            .map(|e| (e.as_str().into(), Arc::from(e.as_str())))
+            .enumerate()
+            .map(|(at, e)| {
+                let slot = OTHER_ENDPOINT_SLOT + 1 + at;
+                (e.as_str().into(), (Arc::from(e.as_str()), slot))
+            })
             .collect(),
+        meters: PolicyMeters::new(
+            OTHER_TIER_SLOT + 1 + config.tiers.len(),
+            OTHER_ENDPOINT_SLOT + 1 + config.endpoints.len(),
+        ),
     })
 }
 
-fn make_limit(policy: &str, params: Params, tier: &str) -> Limit {
+fn make_limit(policy: &str, params: Params, tier: &str, tier_slot: usize) -> Limit {
     let header = format!(
         "\"{policy}\";q={};w={}",
         params.limit,
@@ -337,6 +389,8 @@ fn make_limit(policy: &str, params: Params, tier: &str) -> Limit {
         policy_header: HeaderValue::from_str(&header)
             .unwrap_or_else(|_| HeaderValue::from_static("\"invalid\"")),
         tier_label: tier.into(),
+        limit_header: HeaderValue::from(params.limit),
+        tier_slot,
     }
 }
 

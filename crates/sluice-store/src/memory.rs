@@ -5,11 +5,12 @@
 //! expired (is back to fresh) and then the soonest-expiring ones, a sixteenth of the shard at a
 //! time so the sweep is paid once per many inserts.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use ahash::RandomState;
 use async_trait::async_trait;
+use hashbrown::HashTable;
 use parking_lot::{Mutex, MutexGuard};
 use sluice_core::{Decision, State};
 
@@ -39,7 +40,16 @@ struct Entry {
     expires_at: u64,
 }
 
-type Keys = HashMap<Box<str>, Entry, RandomState>;
+/// A tracked key and its state.
+#[derive(Debug)]
+struct Slot {
+    key: Box<str>,
+    entry: Entry,
+}
+
+/// The keys of one policy in one shard, found by the hash of `(policy, key)` that also picked
+/// the shard: one hash per check instead of two.
+type Keys = HashTable<Slot>;
 
 /// The overrides version and the overrides by (policy, tier).
 type Overrides = (u64, BTreeMap<(String, String), LimitOverride>);
@@ -53,33 +63,47 @@ struct Shard {
 }
 
 impl Shard {
-    fn get(&self, policy: &str, key: &str) -> Option<&Entry> {
+    fn keys(&self, policy: &str) -> Option<&Keys> {
         self.policies
             .iter()
             .find(|(name, _)| &**name == policy)
-            .and_then(|(_, keys)| keys.get(key))
+            .map(|(_, keys)| keys)
     }
 
-    fn get_mut(&mut self, policy: &str, key: &str) -> Option<&mut Entry> {
+    fn get(&self, hash: u64, policy: &str, key: &str) -> Option<&Entry> {
+        self.keys(policy)
+            .and_then(|keys| keys.find(hash, |slot| &*slot.key == key))
+            .map(|slot| &slot.entry)
+    }
+
+    fn get_mut(&mut self, hash: u64, policy: &str, key: &str) -> Option<&mut Entry> {
         self.policies
             .iter_mut()
             .find(|(name, _)| &**name == policy)
-            .and_then(|(_, keys)| keys.get_mut(key))
+            .and_then(|(_, keys)| keys.find_mut(hash, |slot| &*slot.key == key))
+            .map(|slot| &mut slot.entry)
     }
 
-    fn insert(&mut self, policy: &str, key: &str, entry: Entry, hasher: &RandomState) {
-        let keys = match self.policies.iter().position(|(name, _)| &**name == policy) {
-            Some(at) => &mut self.policies[at].1,
+    /// Adds a key known to be absent.
+    fn insert(&mut self, hash: u64, policy: &str, key: &str, entry: Entry, hasher: &RandomState) {
+        let at = match self.policies.iter().position(|(name, _)| &**name == policy) {
+            Some(at) => at,
             None => {
-                self.policies
-                    .push((policy.into(), HashMap::with_hasher(hasher.clone())));
-                let last = self.policies.len() - 1;
-                &mut self.policies[last].1
+                self.policies.push((policy.into(), Keys::new()));
+                self.policies.len() - 1
             }
         };
-        if keys.insert(key.into(), entry).is_none() {
-            self.len += 1;
-        }
+        let (name, keys) = &mut self.policies[at];
+        let name: &str = name;
+        keys.insert_unique(
+            hash,
+            Slot {
+                key: key.into(),
+                entry,
+            },
+            |slot| hash_of(hasher, name, &slot.key),
+        );
+        self.len += 1;
     }
 
     /// Forgets expired keys; if that frees fewer than `target`, also the soonest-expiring.
@@ -88,7 +112,11 @@ impl Shard {
         let expired: u64 = self
             .policies
             .iter()
-            .map(|(_, keys)| keys.values().filter(|e| e.expires_at <= now_ms).count() as u64)
+            .map(|(_, keys)| {
+                keys.iter()
+                    .filter(|slot| slot.entry.expires_at <= now_ms)
+                    .count() as u64
+            })
             .sum();
         let threshold = if expired >= target {
             now_ms
@@ -96,7 +124,7 @@ impl Shard {
             let mut expiries: Vec<u64> = self
                 .policies
                 .iter()
-                .flat_map(|(_, keys)| keys.values().map(|e| e.expires_at))
+                .flat_map(|(_, keys)| keys.iter().map(|slot| slot.entry.expires_at))
                 .collect();
             let nth = (target.saturating_sub(1) as usize).min(expiries.len().saturating_sub(1));
             if expiries.is_empty() {
@@ -110,7 +138,7 @@ impl Shard {
     fn retain(&mut self, keep: impl Fn(&Entry) -> bool) -> u64 {
         let before = self.len;
         for (_, keys) in &mut self.policies {
-            keys.retain(|_, entry| keep(entry));
+            keys.retain(|slot| keep(&slot.entry));
         }
         self.policies.retain(|(_, keys)| !keys.is_empty());
         self.len = self
@@ -120,6 +148,12 @@ impl Shard {
             .sum();
         before - self.len
     }
+}
+
+/// The one hash of a tracked key. Shards take bits 32 and up, the shard's table the low bits
+/// and its control bytes the top 7, so the shard choice does not crowd a table's buckets.
+fn hash_of(hasher: &RandomState, policy: &str, key: &str) -> u64 {
+    hasher.hash_one((policy, key))
 }
 
 /// In-process store with sharded locking and bounded memory.
@@ -152,15 +186,16 @@ impl MemoryStore {
         }
     }
 
-    fn shard_of(&self, policy: &str, key: &str) -> usize {
-        let hash = self.hasher.hash_one((policy, key));
-        (hash as usize) & (self.shards.len() - 1)
+    /// The hash of a check's key and the shard it lives in.
+    fn locate(&self, policy: &str, key: &str) -> (u64, usize) {
+        let hash = hash_of(&self.hasher, policy, key);
+        (hash, ((hash >> 32) as usize) & (self.shards.len() - 1))
     }
 
     /// Stores `state` for a key, making room first when the shard is full.
-    fn put(&self, shard: &mut Shard, check: &Check<'_>, state: State, now_ms: u64) {
+    fn put(&self, shard: &mut Shard, hash: u64, check: &Check<'_>, state: State, now_ms: u64) {
         let expires_at = sluice_core::expires_at(&check.params, &state);
-        if let Some(entry) = shard.get_mut(check.policy, check.key) {
+        if let Some(entry) = shard.get_mut(hash, check.policy, check.key) {
             entry.state = state;
             entry.expires_at = expires_at;
             return;
@@ -170,6 +205,7 @@ impl MemoryStore {
             self.keys.fetch_sub(freed, Ordering::Relaxed);
         }
         shard.insert(
+            hash,
             check.policy,
             check.key,
             Entry { state, expires_at },
@@ -178,13 +214,11 @@ impl MemoryStore {
         self.keys.fetch_add(1, Ordering::Relaxed);
     }
 
-    fn decide_locked(
-        &self,
-        shard: &mut Shard,
-        check: &Check<'_>,
-        now_ms: u64,
-    ) -> Result<Decision, StoreError> {
-        if let Some(entry) = shard.get_mut(check.policy, check.key) {
+    /// Decides one check under its shard's lock.
+    fn decide(&self, check: &Check<'_>, now_ms: u64) -> Result<Decision, StoreError> {
+        let (hash, at) = self.locate(check.policy, check.key);
+        let mut shard = self.shards[at].lock();
+        if let Some(entry) = shard.get_mut(hash, check.policy, check.key) {
             let decision =
                 sluice_core::decide(&check.params, &mut entry.state, now_ms, check.cost)?;
             entry.expires_at = sluice_core::expires_at(&check.params, &entry.state);
@@ -194,7 +228,7 @@ impl MemoryStore {
         let decision = sluice_core::decide(&check.params, &mut state, now_ms, check.cost)?;
         // A peek at an unknown key, or a denial of one, leaves nothing worth remembering.
         if check.cost > 0 && decision.allowed {
-            self.put(shard, check, state, now_ms);
+            self.put(&mut shard, hash, check, state, now_ms);
         }
         Ok(decision)
     }
@@ -207,8 +241,11 @@ impl Store for MemoryStore {
     }
 
     async fn check(&self, check: &Check<'_>, now_ms: u64) -> Result<Decision, StoreError> {
-        let mut shard = self.shards[self.shard_of(check.policy, check.key)].lock();
-        self.decide_locked(&mut shard, check, now_ms)
+        self.decide(check, now_ms)
+    }
+
+    fn check_now(&self, check: &Check<'_>, now_ms: u64) -> Option<Result<Decision, StoreError>> {
+        Some(self.decide(check, now_ms))
     }
 
     async fn check_all(
@@ -216,11 +253,11 @@ impl Store for MemoryStore {
         checks: &[Check<'_>],
         now_ms: u64,
     ) -> Result<Vec<Decision>, StoreError> {
-        let slots: Vec<usize> = checks
+        let located: Vec<(u64, usize)> = checks
             .iter()
-            .map(|c| self.shard_of(c.policy, c.key))
+            .map(|c| self.locate(c.policy, c.key))
             .collect();
-        let mut order = slots.clone();
+        let mut order: Vec<usize> = located.iter().map(|&(_, shard)| shard).collect();
         order.sort_unstable();
         order.dedup();
         // Lock every shard involved, in index order so two batches cannot deadlock.
@@ -238,9 +275,9 @@ impl Store for MemoryStore {
                 .find(|&j| checks[j].policy == check.policy && checks[j].key == check.key);
             let original = match earlier {
                 Some(j) => working[j].clone(),
-                None => guards[guard_of(slots[i])]
+                None => guards[guard_of(located[i].1)]
                     .1
-                    .get(check.policy, check.key)
+                    .get(located[i].0, check.policy, check.key)
                     .map_or(State::Fresh, |e| e.state.clone()),
             };
             let mut state = original.clone();
@@ -262,7 +299,8 @@ impl Store for MemoryStore {
                 let peek_of_unknown = check.cost == 0 && originals[i] == State::Fresh;
                 if !later && !peek_of_unknown {
                     let state = std::mem::take(&mut working[i]);
-                    self.put(&mut guards[guard_of(slots[i])].1, check, state, now_ms);
+                    let (hash, shard) = located[i];
+                    self.put(&mut guards[guard_of(shard)].1, hash, check, state, now_ms);
                 }
             }
         } else {

@@ -37,6 +37,13 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// Decides one check at `now_ms` (unix ms), consuming when allowed.
     async fn check(&self, check: &Check<'_>, now_ms: u64) -> Result<Decision, StoreError>;
 
+    /// Decides `check` at once when this store never waits (memory), else `None` and the
+    /// caller awaits [`Store::check`]. Spares the hot path of such a store the boxed future
+    /// and the timeout of an async call.
+    fn check_now(&self, _check: &Check<'_>, _now_ms: u64) -> Option<Result<Decision, StoreError>> {
+        None
+    }
+
     /// Decides every check; consumes for all of them only if every one is allowed.
     ///
     /// When any is denied nothing is consumed: each result still says whether that check

@@ -327,7 +327,8 @@ impl PolicyHistory {
 #[derive(Debug, Default)]
 pub struct TopKeys {
     hasher: RandomState,
-    policies: RwLock<HashMap<Arc<str>, Arc<Mutex<PolicyHistory>>>>,
+    /// aHash: this map is looked up on every check.
+    policies: RwLock<HashMap<Arc<str>, Arc<Mutex<PolicyHistory>>, RandomState>>,
 }
 
 impl TopKeys {
