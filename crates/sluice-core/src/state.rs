@@ -23,7 +23,11 @@ pub enum State {
         previous: u64,
     },
     /// sliding_window_log: admitted requests of the last window, oldest first, and their sum.
-    SlidingWindowLog { log: VecDeque<LogEntry>, used: u64 },
+    /// Boxed so every other algorithm's state stays at 32 bytes: a store keeps one per key.
+    SlidingWindowLog {
+        log: Box<VecDeque<LogEntry>>,
+        used: u64,
+    },
     /// token_bucket: what has been taken out of the bucket as of `last_ms`, in units of
     /// 1/window_ms of a token (a token is `window_ms` units; each millisecond refills `limit`).
     TokenBucket { used: u64, last_ms: u64 },
@@ -47,5 +51,16 @@ impl State {
                 matches!(algorithm, Algorithm::Gcra | Algorithm::LeakyBucket)
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::State;
+
+    #[test]
+    fn a_state_stays_small() {
+        // A store keeps one per tracked key (issue 6: at most 128 bytes of RSS per key).
+        assert!(std::mem::size_of::<State>() <= 32);
     }
 }

@@ -22,8 +22,7 @@ use crate::http::{ApiError, json_response, parse_json};
 use crate::overrides::{self, OverrideError};
 
 /// The admin routes, guarded by `token`.
-pub fn router(app: App, token: String) -> Router {
-    let token: std::sync::Arc<str> = token.into();
+pub fn router(app: App, token: std::sync::Arc<str>) -> Router {
     Router::new()
         .route("/v1/admin/policies", get(list))
         .route(

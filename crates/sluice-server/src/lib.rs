@@ -37,8 +37,9 @@ pub struct App {
     pub clock: Arc<dyn Clock>,
     /// The file's policies and the run-time overrides they are compiled with.
     pub limits: Arc<RuntimeLimits>,
-    /// `admin.token`; `None` keeps the admin API off.
-    pub admin_token: Option<String>,
+    /// `admin.token`; `None` keeps the admin API off. Shared, as axum clones the app for
+    /// every request.
+    pub admin_token: Option<Arc<str>>,
 }
 
 impl App {
@@ -56,7 +57,7 @@ impl App {
             limiter: Arc::new(limiter),
             clock,
             limits: Arc::new(limits),
-            admin_token: (!config.admin.token.is_empty()).then(|| config.admin.token.clone()),
+            admin_token: (!config.admin.token.is_empty()).then(|| config.admin.token.as_str().into()),
         })
     }
 }

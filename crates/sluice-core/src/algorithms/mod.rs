@@ -81,7 +81,7 @@ fn initial(params: &Params, now: u64) -> State {
             previous: 0,
         },
         Algorithm::SlidingWindowLog => State::SlidingWindowLog {
-            log: VecDeque::new(),
+            log: Box::new(VecDeque::new()),
             used: 0,
         },
         Algorithm::TokenBucket => State::TokenBucket {
