@@ -57,7 +57,8 @@ impl App {
             limiter: Arc::new(limiter),
             clock,
             limits: Arc::new(limits),
-            admin_token: (!config.admin.token.is_empty()).then(|| config.admin.token.as_str().into()),
+            admin_token: (!config.admin.token.is_empty())
+                .then(|| config.admin.token.as_str().into()),
         })
     }
 }

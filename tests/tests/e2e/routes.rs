@@ -42,6 +42,51 @@ async fn policies_lists_the_effective_policies() {
     assert_eq!(body.policies.len(), 9);
 }
 
+/// Callers choose `endpoint` and `tier` freely; the series they can create may not grow with
+/// them. 300 distinct made-up values of each, allowed and rejected, land in a fixed set of
+/// series: the policy's tiers and endpoints, `none` and `other`.
+#[tokio::test]
+async fn made_up_endpoints_and_tiers_never_grow_the_series() {
+    let d = Daemon::start().await;
+    let c = d.unix();
+    let series = |text: &str| {
+        text.lines()
+            .filter(|l| {
+                l.starts_with("rate_limit_requests_total{") && l.contains("policy=\"public\"")
+            })
+            .count()
+    };
+    let before = {
+        let raw = c.send(Method::GET, "/metrics", &[], "").await.unwrap();
+        series(std::str::from_utf8(&raw.body).unwrap())
+    };
+    for i in 0..300 {
+        let mut check = req("public", &format!("spray:{}", i % 2));
+        check.endpoint = Some(format!("/made-up/{i}"));
+        check.tier = Some(format!("tier-{i}"));
+        c.check(&check).await.unwrap();
+    }
+    let raw = c.send(Method::GET, "/metrics", &[], "").await.unwrap();
+    let text = String::from_utf8(raw.body.to_vec()).unwrap();
+    assert!(
+        !text.contains("made-up") && !text.contains("tier-1"),
+        "{text}"
+    );
+    // 150 checks on each of 2 keys of a bucket of 100: 200 allowed and 100 rejected, each
+    // outcome in one `other`/`other` series.
+    for (status, count) in [("allowed", 200), ("rejected", 100)] {
+        let line = format!(
+            r#"rate_limit_requests_total{{status="{status}",policy="public",endpoint="other",plan_tier="other"}} {count}"#
+        );
+        assert!(text.contains(&line), "{line}: {text}");
+    }
+    let after = series(&text);
+    assert!(
+        after <= before + 2,
+        "series grew from {before} to {after}: {text}"
+    );
+}
+
 #[tokio::test]
 async fn metrics_names_every_recorded_metric() {
     let d = Daemon::start().await;
