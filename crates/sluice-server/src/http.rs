@@ -158,7 +158,16 @@ pub(crate) fn json_with<T: Serialize>(
     // A check answer is ~150 bytes: one allocation, no regrowth.
     let mut bytes = Vec::with_capacity(256);
     match serde_json::to_writer(&mut bytes, body) {
-        Ok(()) => (status, [(CONTENT_TYPE, content_type)], bytes).into_response(),
+        Ok(()) => {
+            let mut response = Response::new(axum::body::Body::from(bytes));
+            *response.status_mut() = status;
+            let headers = response.headers_mut();
+            // Room for the content type and every decision header (`set_headers`) at once:
+            // the map is allocated once instead of grown per insert.
+            headers.reserve(12);
+            headers.insert(CONTENT_TYPE, content_type);
+            response
+        }
         // Our own types always serialize; answer something valid regardless.
         Err(_) => (
             StatusCode::INTERNAL_SERVER_ERROR,
@@ -408,7 +417,7 @@ fn most_restrictive(verdicts: &[Verdict]) -> Option<&Verdict> {
 
 pub(crate) fn set_headers(headers: &mut HeaderMap, verdict: &Verdict) {
     let d = &verdict.decision;
-    // Room for every header of an answer at once, instead of regrowing the map twice.
+    // A no-op on answers of `json_with`, which made the room already.
     headers.reserve(10);
     let limit = if d.limit == verdict.limit.params.limit {
         verdict.limit.limit_header.clone()
