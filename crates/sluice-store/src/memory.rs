@@ -47,9 +47,93 @@ struct Slot {
     entry: Entry,
 }
 
-/// The keys of one policy in one shard, found by the hash of `(policy, key)` that also picked
-/// the shard: one hash per check instead of two.
-type Keys = HashTable<Slot>;
+/// The keys of one policy in one shard: the slots packed in a vector, and a hash index of
+/// 4-byte positions into it, probed with the hash of `(policy, key)` that also picked the
+/// shard (one hash per check). Packed so that memory follows the number of keys: a hash table
+/// of whole slots is between half and seven eighths full, a vector grown by a quarter at a
+/// time at least four fifths, and the index costs 5 bytes a bucket.
+#[derive(Debug, Default)]
+struct Keys {
+    index: HashTable<u32>,
+    slots: Vec<Slot>,
+}
+
+impl Keys {
+    fn position(&self, hash: u64, key: &str) -> Option<usize> {
+        self.index
+            .find(hash, |&at| {
+                self.slots
+                    .get(at as usize)
+                    .is_some_and(|slot| &*slot.key == key)
+            })
+            .map(|&at| at as usize)
+    }
+
+    fn get(&self, hash: u64, key: &str) -> Option<&Entry> {
+        self.position(hash, key).map(|at| &self.slots[at].entry)
+    }
+
+    fn get_mut(&mut self, hash: u64, key: &str) -> Option<&mut Entry> {
+        self.position(hash, key).map(|at| &mut self.slots[at].entry)
+    }
+
+    /// Adds a key known to be absent. `policy` rehashes the index when it grows.
+    fn insert(&mut self, hash: u64, policy: &str, slot: Slot, hasher: &RandomState) {
+        let Keys { index, slots } = self;
+        if slots.len() == slots.capacity() {
+            slots.reserve_exact((slots.len() / 4).max(16));
+        }
+        // A shard holds at most `max_keys` keys, far below u32::MAX.
+        let at = u32::try_from(slots.len()).unwrap_or(u32::MAX);
+        slots.push(slot);
+        index.insert_unique(hash, at, |&i| {
+            hash_of(hasher, policy, &slots[i as usize].key)
+        });
+    }
+
+    /// Forgets the keys `keep` refuses; how many.
+    fn retain(&mut self, policy: &str, hasher: &RandomState, keep: impl Fn(&Entry) -> bool) -> u64 {
+        let mut removed = 0;
+        let mut at = 0;
+        while at < self.slots.len() {
+            if keep(&self.slots[at].entry) {
+                at += 1;
+            } else {
+                self.swap_remove(at, policy, hasher);
+                removed += 1;
+            }
+        }
+        if self.slots.len() < self.slots.capacity() / 2 {
+            self.slots
+                .shrink_to(self.slots.len() + self.slots.len() / 4);
+            self.index
+                .shrink_to_fit(|&i| hash_of(hasher, policy, &self.slots[i as usize].key));
+        }
+        removed
+    }
+
+    /// Removes the slot at `at`; the last slot moves into its place.
+    fn swap_remove(&mut self, at: usize, policy: &str, hasher: &RandomState) {
+        let Keys { index, slots } = self;
+        let position = |i: usize| u32::try_from(i).unwrap_or(u32::MAX);
+        let hash = hash_of(hasher, policy, &slots[at].key);
+        if let Ok(entry) = index.find_entry(hash, |&i| i == position(at)) {
+            entry.remove();
+        }
+        let last = slots.len() - 1;
+        if at != last {
+            let hash = hash_of(hasher, policy, &slots[last].key);
+            if let Some(moved) = index.find_mut(hash, |&i| i == position(last)) {
+                *moved = position(at);
+            }
+        }
+        slots.swap_remove(at);
+    }
+
+    fn len(&self) -> usize {
+        self.slots.len()
+    }
+}
 
 /// The overrides version and the overrides by (policy, tier).
 type Overrides = (u64, BTreeMap<(String, String), LimitOverride>);
@@ -71,17 +155,14 @@ impl Shard {
     }
 
     fn get(&self, hash: u64, policy: &str, key: &str) -> Option<&Entry> {
-        self.keys(policy)
-            .and_then(|keys| keys.find(hash, |slot| &*slot.key == key))
-            .map(|slot| &slot.entry)
+        self.keys(policy).and_then(|keys| keys.get(hash, key))
     }
 
     fn get_mut(&mut self, hash: u64, policy: &str, key: &str) -> Option<&mut Entry> {
         self.policies
             .iter_mut()
             .find(|(name, _)| &**name == policy)
-            .and_then(|(_, keys)| keys.find_mut(hash, |slot| &*slot.key == key))
-            .map(|slot| &mut slot.entry)
+            .and_then(|(_, keys)| keys.get_mut(hash, key))
     }
 
     /// Adds a key known to be absent.
@@ -89,58 +170,47 @@ impl Shard {
         let at = match self.policies.iter().position(|(name, _)| &**name == policy) {
             Some(at) => at,
             None => {
-                self.policies.push((policy.into(), Keys::new()));
+                self.policies.push((policy.into(), Keys::default()));
                 self.policies.len() - 1
             }
         };
         let (name, keys) = &mut self.policies[at];
-        let name: &str = name;
-        keys.insert_unique(
-            hash,
-            Slot {
-                key: key.into(),
-                entry,
-            },
-            |slot| hash_of(hasher, name, &slot.key),
-        );
+        let slot = Slot {
+            key: key.into(),
+            entry,
+        };
+        keys.insert(hash, name, slot, hasher);
         self.len += 1;
     }
 
     /// Forgets expired keys; if that frees fewer than `target`, also the soonest-expiring.
     /// Returns how many keys were forgotten.
-    fn evict(&mut self, now_ms: u64, target: u64) -> u64 {
-        let expired: u64 = self
-            .policies
-            .iter()
-            .map(|(_, keys)| {
-                keys.iter()
-                    .filter(|slot| slot.entry.expires_at <= now_ms)
-                    .count() as u64
-            })
-            .sum();
+    fn evict(&mut self, now_ms: u64, target: u64, hasher: &RandomState) -> u64 {
+        let expiries = || {
+            self.policies
+                .iter()
+                .flat_map(|(_, keys)| keys.slots.iter().map(|slot| slot.entry.expires_at))
+        };
+        let expired = expiries().filter(|&at| at <= now_ms).count() as u64;
         let threshold = if expired >= target {
             now_ms
         } else {
-            let mut expiries: Vec<u64> = self
-                .policies
-                .iter()
-                .flat_map(|(_, keys)| keys.iter().map(|slot| slot.entry.expires_at))
-                .collect();
+            let mut expiries: Vec<u64> = expiries().collect();
             let nth = (target.saturating_sub(1) as usize).min(expiries.len().saturating_sub(1));
             if expiries.is_empty() {
                 return 0;
             }
             *expiries.select_nth_unstable(nth).1
         };
-        self.retain(|entry| entry.expires_at > threshold)
+        self.retain(hasher, |entry| entry.expires_at > threshold)
     }
 
-    fn retain(&mut self, keep: impl Fn(&Entry) -> bool) -> u64 {
+    fn retain(&mut self, hasher: &RandomState, keep: impl Fn(&Entry) -> bool) -> u64 {
         let before = self.len;
-        for (_, keys) in &mut self.policies {
-            keys.retain(|slot| keep(&slot.entry));
+        for (name, keys) in &mut self.policies {
+            keys.retain(name, hasher, &keep);
         }
-        self.policies.retain(|(_, keys)| !keys.is_empty());
+        self.policies.retain(|(_, keys)| keys.len() > 0);
         self.len = self
             .policies
             .iter()
@@ -201,7 +271,7 @@ impl MemoryStore {
             return;
         }
         if shard.len >= self.shard_capacity {
-            let freed = shard.evict(now_ms, (self.shard_capacity / 16).max(1));
+            let freed = shard.evict(now_ms, (self.shard_capacity / 16).max(1), &self.hasher);
             self.keys.fetch_sub(freed, Ordering::Relaxed);
         }
         shard.insert(
@@ -348,7 +418,9 @@ impl Store for MemoryStore {
 
     fn housekeep(&self, now_ms: u64) {
         for shard in self.shards.iter() {
-            let freed = shard.lock().retain(|entry| entry.expires_at > now_ms);
+            let freed = shard
+                .lock()
+                .retain(&self.hasher, |entry| entry.expires_at > now_ms);
             self.keys.fetch_sub(freed, Ordering::Relaxed);
         }
     }
@@ -375,6 +447,51 @@ mod tests {
 
     fn fixed(limit: u64, window_ms: u64) -> Params {
         Params::new(Algorithm::FixedWindow, limit, window_ms, limit).unwrap()
+    }
+
+    /// The packed slots and their index agree through inserts and removals from anywhere
+    /// (the last slot moves into a removed one's place): checked against a plain map.
+    #[test]
+    fn packed_keys_stay_findable_through_removals() {
+        let hasher = RandomState::new();
+        let mut keys = Keys::default();
+        let mut model = std::collections::HashMap::new();
+        let entry = |expires_at| Entry {
+            state: State::Fresh,
+            expires_at,
+        };
+        for round in 0..5u64 {
+            for i in 0..2000u64 {
+                let key = format!("k{round}-{i}");
+                let slot = Slot {
+                    key: key.as_str().into(),
+                    entry: entry(i),
+                };
+                keys.insert(hash_of(&hasher, "p", &key), "p", slot, &hasher);
+                model.insert(key, i);
+            }
+            // Forget a scattered third: the first, the last and runs in between.
+            let removed = keys.retain("p", &hasher, |e| e.expires_at % 3 != round % 3);
+            let before = model.len();
+            model.retain(|_, at| *at % 3 != round % 3);
+            assert_eq!(removed as usize, before - model.len());
+            assert_eq!(keys.len(), model.len());
+            for (key, at) in &model {
+                let found = keys.get(hash_of(&hasher, "p", key), key);
+                assert_eq!(found.map(|e| e.expires_at), Some(*at), "{key}");
+            }
+            for i in (0..2000u64).filter(|i| i % 3 == round % 3) {
+                let key = format!("k{round}-{i}");
+                assert!(
+                    keys.get(hash_of(&hasher, "p", &key), &key).is_none(),
+                    "{key}"
+                );
+            }
+        }
+        // Emptied, the storage shrinks back.
+        keys.retain("p", &hasher, |_| false);
+        assert_eq!(keys.len(), 0);
+        assert!(keys.slots.capacity() < 100, "{}", keys.slots.capacity());
     }
 
     #[tokio::test]
