@@ -117,6 +117,7 @@ impl Daemon {
             unix: Some(unix),
             http: Some(http),
             metrics: Some(metrics_listener),
+            ..Listeners::default()
         };
         let task = tokio::spawn(server::serve(app.clone(), listeners, async move {
             let _ = rx.await;

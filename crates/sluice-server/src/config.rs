@@ -20,7 +20,7 @@ pub const BUILTIN_NAME: &str = "<built-in examples/sluice.toml>";
 /// Top-level sections env vars may set. Anything else under `SLUICE_` (such as
 /// `SLUICE_SOCKET` or the CLI's `SLUICE_ADMIN_TOKEN`) is not config and must not reach the
 /// strict deserializer.
-const SECTIONS: [&str; 5] = ["listen", "backend", "telemetry", "admin", "policies"];
+const SECTIONS: [&str; 6] = ["listen", "backend", "telemetry", "admin", "policies", "rls"];
 
 /// The whole configuration file.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -31,6 +31,8 @@ pub struct Config {
     pub telemetry: TelemetryConfig,
     pub admin: AdminConfig,
     pub policies: BTreeMap<String, PolicyConfig>,
+    /// `[[rls.descriptors]]`: how Envoy RLS descriptors map to policies.
+    pub rls: RlsConfig,
 }
 
 /// `[listen]`: where the daemon accepts connections.
@@ -127,6 +129,26 @@ impl Default for TelemetryConfig {
 #[serde(deny_unknown_fields, default)]
 pub struct AdminConfig {
     pub token: String,
+}
+
+/// `[rls]`: the Envoy rate-limit service (`listen.grpc`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RlsConfig {
+    pub descriptors: Vec<RlsDescriptorConfig>,
+}
+
+/// `[[rls.descriptors]]`: a descriptor of `domain` whose entry keys are exactly `keys` (in
+/// order) is checked against `policy` under the key `key`, a template over the entry values
+/// (`"ip:{remote_address}"`). Every field is required; missing ones are reported by
+/// [`Config::validate`].
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RlsDescriptorConfig {
+    pub domain: String,
+    pub keys: Vec<String>,
+    pub policy: String,
+    pub key: String,
 }
 
 /// `[policies.NAME]`. Required keys are options so that a missing one is reported together
@@ -326,6 +348,9 @@ impl Config {
         self.telemetry.validate(&mut errors);
         if let Err(mut policy_errors) = crate::policy::PolicySet::compile(&self.policies) {
             errors.append(&mut policy_errors);
+        }
+        if let Err(mut rls_errors) = crate::rls::Rules::compile(&self.rls, &self.policies) {
+            errors.append(&mut rls_errors);
         }
         errors
     }

@@ -106,6 +106,13 @@ async fn run(source: ConfigSource, config: Config, telemetry: &Telemetry) -> Res
         described.push(format!("metrics:{}", tcp.local_addr()?));
         listeners.metrics = Some(tcp);
     }
+    if !config.listen.grpc.is_empty() {
+        let tcp = TcpListener::bind(&config.listen.grpc)
+            .await
+            .with_context(|| format!("cannot listen on {}", config.listen.grpc))?;
+        described.push(format!("grpc:{}", tcp.local_addr()?));
+        listeners.grpc = Some(tcp);
+    }
     // The socket last: a failure above leaves no socket file behind.
     if let Some(path) = config.listen.unix_path() {
         listeners.unix = Some(
@@ -113,9 +120,6 @@ async fn run(source: ConfigSource, config: Config, telemetry: &Telemetry) -> Res
                 .with_context(|| format!("cannot listen on {}", path.display()))?,
         );
         described.push(format!("unix:{}", path.display()));
-    }
-    if !config.listen.grpc.is_empty() {
-        tracing::warn!(grpc = %config.listen.grpc, "listen.grpc is not served by this build");
     }
     anyhow::ensure!(
         listeners.unix.is_some() || listeners.http.is_some(),
@@ -164,14 +168,18 @@ fn reload(app: &App, source: &ConfigSource) {
     let compiled = config::load(source)
         .map_err(|err| err.to_string())
         .and_then(|config| {
+            let rls = sluice_server::rls::Rules::compile(&config.rls, &config.policies)
+                .map_err(|errors| format!("{errors:?}"))?;
             app.limits
                 .replace_file(config.policies)
+                .map(|policies| (policies, rls))
                 .map_err(|errors| format!("{errors:?}"))
         });
     match compiled {
-        Ok(policies) => {
+        Ok((policies, rls)) => {
             let count = policies.len();
             app.limiter.replace_policies(policies);
+            app.rls.store(Arc::new(rls));
             metrics.reloaded(true);
             tracing::info!(policies = count, "config reloaded");
         }

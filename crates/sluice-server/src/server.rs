@@ -32,6 +32,8 @@ pub struct Listeners {
     pub http: Option<TcpListener>,
     /// Serves `/metrics` only.
     pub metrics: Option<TcpListener>,
+    /// The Envoy RLS (gRPC), `listen.grpc`.
+    pub grpc: Option<TcpListener>,
 }
 
 /// Binds the Unix socket at `path` with file mode `mode`. A stale socket file (nobody
@@ -99,6 +101,10 @@ pub async fn serve(
         let server = axum::serve(tcp, http::metrics_router(app.clone()))
             .with_graceful_shutdown(stopped(stop_rx.clone()));
         tasks.spawn(async move { server.await });
+    }
+    if let Some(tcp) = listeners.grpc {
+        let server = crate::rls::serve(app.clone(), tcp, stopped(stop_rx.clone()));
+        tasks.spawn(async move { server.await.map_err(io::Error::other) });
     }
     let sync = tokio::spawn(overrides::sync_loop(app.clone(), stopped(stop_rx.clone())));
     let housekeeping = tokio::spawn(housekeep(app, stopped(stop_rx.clone())));
