@@ -13,5 +13,6 @@ mod drift;
 mod errors;
 mod features;
 mod headers;
+mod rls;
 mod routes;
 mod top;
