@@ -63,12 +63,16 @@ fn envoy_binary() -> String {
     panic!("{ENVOY_HINT}");
 }
 
-/// `GET path` over plain HTTP/1.0 on a loopback port: the status line and body, if it answered.
+/// `GET path` over HTTP/1.1 (`Connection: close`; Envoy refuses HTTP/1.0) on a loopback port: the status line and body, if it answered.
 fn http_get(port: u16, path: &str) -> Option<String> {
     let address = SocketAddrV4::new(Ipv4Addr::LOCALHOST, port);
     let mut stream = TcpStream::connect_timeout(&address.into(), Duration::from_secs(1)).ok()?;
     stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
-    write!(stream, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").ok()?;
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
     let mut answer = String::new();
     stream.read_to_string(&mut answer).ok()?;
     Some(answer)

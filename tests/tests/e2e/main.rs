@@ -10,6 +10,7 @@ mod backends;
 mod batch;
 mod boundary;
 mod drift;
+mod envoy;
 mod errors;
 mod features;
 mod headers;
