@@ -14,6 +14,7 @@ mod envoy;
 mod errors;
 mod features;
 mod headers;
+mod layer;
 mod nginx;
 mod rls;
 mod routes;
