@@ -166,9 +166,7 @@ impl Nginx {
     /// Starts nginx on `config` (a whole `nginx.conf`) with its prefix, pid file, error log and
     /// temp paths in a temporary directory, and waits until `port` answers.
     pub fn start(config: &str, port: u16) -> Nginx {
-        if !runs("nginx", "-v") {
-            panic!("{NGINX_HINT}");
-        }
+        let binary = nginx_binary();
         let dir = tempdir();
         let prefix: PathBuf = dir.path().to_owned();
         if let Err(e) = std::fs::create_dir_all(prefix.join("logs")) {
@@ -184,7 +182,7 @@ impl Nginx {
         if is_root() {
             globals.push_str(" user root;");
         }
-        let child = Command::new("nginx")
+        let child = Command::new(binary)
             .arg("-p")
             .arg(format!("{}/", prefix.display()))
             .arg("-c")
@@ -247,6 +245,14 @@ impl Drop for Nginx {
         }
         kill(&mut self.child);
     }
+}
+
+/// `nginx` on the PATH, else Debian's `/usr/sbin/nginx` (not on a non-root user's PATH).
+fn nginx_binary() -> &'static str {
+    ["nginx", "/usr/sbin/nginx"]
+        .into_iter()
+        .find(|binary| runs(binary, "-v"))
+        .unwrap_or_else(|| panic!("{NGINX_HINT}"))
 }
 
 fn is_root() -> bool {
