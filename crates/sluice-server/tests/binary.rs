@@ -1,4 +1,5 @@
-//! The real `sluiced` binary: `--check-config`, SIGHUP reloads, SIGTERM, socket ownership.
+//! The real `sluiced` binary: `--check-config`, SIGHUP reloads, SIGTERM, socket ownership,
+//! the Envoy RLS on `listen.grpc`.
 
 // Helpers here are test code too: a failed set-up should panic the test.
 #![allow(clippy::unwrap_used)]
@@ -129,10 +130,15 @@ struct Running {
 
 impl Running {
     fn start(policies: &str) -> Running {
+        Running::start_with("", policies)
+    }
+
+    /// As [`start`](Self::start), with more `[listen]` keys (`grpc = "…"`).
+    fn start_with(listen: &str, policies: &str) -> Running {
         let dir = tempfile::tempdir().unwrap();
         let socket = dir.path().join("d.sock");
         let config = dir.path().join("sluice.toml");
-        write_config(&config, &socket, policies);
+        write_config_with(&config, &socket, listen, policies);
         let child = Command::new(BIN)
             .arg("--config")
             .arg(&config)
@@ -187,8 +193,12 @@ fn wait_for_socket(socket: &Path) {
 }
 
 fn write_config(path: &Path, socket: &Path, policies: &str) {
+    write_config_with(path, socket, "", policies);
+}
+
+fn write_config_with(path: &Path, socket: &Path, listen: &str, policies: &str) {
     let text = format!(
-        "[listen]\nunix = {:?}\nhttp = \"\"\nunix_mode = \"0600\"\n\n{policies}",
+        "[listen]\nunix = {:?}\nhttp = \"\"\nunix_mode = \"0600\"\n{listen}\n\n{policies}",
         socket.display().to_string()
     );
     std::fs::write(path, text).unwrap();
@@ -291,4 +301,102 @@ fn a_stale_socket_is_replaced_and_a_live_one_refused() {
     assert!(std::os::unix::net::UnixStream::connect(&socket).is_ok());
     let _ = first.kill();
     let _ = first.wait();
+}
+
+const RLS: &str = "[[rls.descriptors]]\ndomain = \"edge\"\nkeys = [\"remote_address\"]\npolicy = \"p\"\nkey = \"ip:{remote_address}\"\n";
+
+#[test]
+fn check_config_names_every_bad_rls_descriptor() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("rls.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "{ONE}\n[[rls.descriptors]]\ndomain = \"edge\"\nkeys = [\"a\"]\npolicy = \"nope\"\nkey = \"x:{{b}}\"\n\n[[rls.descriptors]]\nkeys = [\"a\"]\npolicy = \"p\"\nkey = \"{{a}}\"\n"
+        ),
+    )
+    .unwrap();
+    let out = check_config(&path);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    for (field, why) in [
+        ("rls.descriptors[0].policy", "unknown policy \"nope\""),
+        (
+            "rls.descriptors[0].key",
+            "placeholder {b} is not one of keys",
+        ),
+        ("rls.descriptors[1].domain", "required"),
+    ] {
+        let line = format!("{}: {field}: ", path.display());
+        assert!(
+            stderr
+                .lines()
+                .any(|l| l.starts_with(&line) && l.contains(why)),
+            "{line} … {why} missing from:\n{stderr}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn the_binary_serves_the_rls_on_listen_grpc_and_reloads_its_descriptors() {
+    use sluice_server::rls::generated::envoy::extensions::common::ratelimit::v3::{
+        RateLimitDescriptor, rate_limit_descriptor::Entry,
+    };
+    use sluice_server::rls::pb::RateLimitRequest;
+    use sluice_server::rls::pb::rate_limit_response::Code;
+    use sluice_server::rls::pb::rate_limit_service_client::RateLimitServiceClient;
+
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let listen = format!("grpc = \"127.0.0.1:{port}\"");
+    let d = Running::start_with(&listen, &format!("{ONE}\n{RLS}"));
+    let mut rls = RateLimitServiceClient::connect(format!("http://127.0.0.1:{port}"))
+        .await
+        .unwrap();
+    let ask = || RateLimitRequest {
+        domain: "edge".to_owned(),
+        descriptors: vec![RateLimitDescriptor {
+            entries: vec![Entry {
+                key: "remote_address".to_owned(),
+                value: "10.0.0.1".to_owned(),
+            }],
+            ..RateLimitDescriptor::default()
+        }],
+        hits_addend: 0,
+    };
+    let code = |answer: tonic::Response<sluice_server::rls::pb::RateLimitResponse>| {
+        answer.into_inner().overall_code
+    };
+    assert_eq!(
+        code(rls.should_rate_limit(ask()).await.unwrap()),
+        i32::from(Code::Ok)
+    );
+    assert_eq!(
+        code(rls.should_rate_limit(ask()).await.unwrap()),
+        i32::from(Code::OverLimit)
+    );
+    // The same key over HTTP: RLS and HTTP checks share the limiter.
+    let http = d
+        .client()
+        .check(&CheckRequest::new("p", "ip:10.0.0.1"))
+        .await
+        .unwrap();
+    assert_eq!(http.status, 429);
+
+    // A reload that drops the descriptor: the address is no longer limited.
+    write_config_with(&d.config, &d.socket, &listen, ONE);
+    d.signal("HUP");
+    let c = d.client();
+    while !metrics(&c)
+        .await
+        .contains(r#"rate_limit_config_reloads_total{result="ok"} 1"#)
+    {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let answer = rls.should_rate_limit(ask()).await.unwrap().into_inner();
+    assert_eq!(answer.overall_code, i32::from(Code::Ok));
+    assert!(answer.statuses[0].current_limit.is_none());
 }

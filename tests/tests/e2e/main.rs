@@ -13,6 +13,7 @@ mod drift;
 mod envoy;
 mod errors;
 mod features;
+mod forward_auth;
 mod headers;
 mod layer;
 mod nginx;
