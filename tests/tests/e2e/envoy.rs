@@ -30,6 +30,9 @@ async fn stack() -> Stack {
             &format!("port_value: {to} }}"),
         );
     }
+    // A loaded CI machine running a debug build may take longer than the example's budget;
+    // past it Envoy would let requests through unchecked, which is not what is under test.
+    config = replace_once(&config, "timeout: 0.25s", "timeout: 5s");
     let envoy = tokio::task::spawn_blocking(move || Envoy::start(&config, admin))
         .await
         .unwrap();
