@@ -76,6 +76,10 @@ async fn through_envoy_the_limit_holds_with_sluices_headers() {
     assert_eq!(denied.status, 429);
     assert_eq!(header(&denied.headers, "x-ratelimit-remaining"), "0");
     assert_eq!(header(&denied.headers, "retry-after"), "12");
+    assert_eq!(
+        header(&denied.headers, "content-type"),
+        "application/problem+json"
+    );
     assert_eq!(header(&denied.headers, "ratelimit"), "\"per_ip\";r=0;t=12");
     let body: serde_json::Value = serde_json::from_slice(&denied.body).unwrap();
     assert_eq!(body["error"], "rate_limit_exceeded", "{body}");

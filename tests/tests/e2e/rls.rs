@@ -92,6 +92,10 @@ async fn a_descriptor_is_limited_by_its_policy_with_statuses_headers_and_metrics
     // GCRA at 5 per minute: the next request fits in 12 s.
     assert_eq!(header(&denied, "retry-after"), Some("12"));
     assert_eq!(header(&denied, "ratelimit"), Some("\"per_ip\";r=0;t=12"));
+    assert_eq!(
+        header(&denied, "content-type"),
+        Some("application/problem+json")
+    );
     let body: serde_json::Value = serde_json::from_slice(&denied.raw_body).unwrap();
     assert_eq!(body["error"], "rate_limit_exceeded");
     assert_eq!(body["violated-policies"], serde_json::json!(["per_ip"]));

@@ -14,7 +14,8 @@
 //!   always states the window), `limit_remaining` and `duration_until_reset` (until the key is
 //!   back to full).
 //! - `response_headers_to_add` holds SPEC's headers of the most restrictive decision, exactly
-//!   as `POST /v1/check` sends them; a denial also gets SPEC's 429 JSON body as `raw_body`.
+//!   as `POST /v1/check` sends them; a denial also gets SPEC's 429 body as `raw_body` (and
+//!   `Content-Type: application/problem+json`), so Envoy's 429 is the check API's.
 //! - A backend failure follows the policy: `fail = "open"` answers `OK` with
 //!   `X-RateLimit-Degraded: 1`; `fail = "closed"` answers the gRPC status `UNAVAILABLE`, which
 //!   Envoy turns into a denial when its filter has `failure_mode_deny: true`.
@@ -37,7 +38,7 @@ use super::pb::rate_limit_response::{Code, DescriptorStatus, RateLimit};
 use super::pb::rate_limit_service_server::{RateLimitService, RateLimitServiceServer};
 use super::pb::{RateLimitRequest, RateLimitResponse};
 use crate::App;
-use crate::http::{body_of, set_headers};
+use crate::http::{PROBLEM_JSON, body_of, set_headers};
 use crate::limiter::{CheckInput, LimitError, Verdict};
 use crate::policy::Policy;
 
@@ -186,6 +187,7 @@ impl RlsService {
             set_headers(&mut headers, worst);
             if !allowed {
                 raw_body = serde_json::to_vec(&body_of(worst)).unwrap_or_default();
+                headers.insert(http::header::CONTENT_TYPE, PROBLEM_JSON);
             }
         }
         Ok(RateLimitResponse {
