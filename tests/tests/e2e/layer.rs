@@ -136,3 +136,34 @@ async fn with_the_daemon_gone_each_policy_applies_its_fail_mode() {
         503
     );
 }
+
+#[tokio::test]
+async fn a_leaky_bucket_delay_is_waited_before_the_service_runs() {
+    let d = Daemon::start().await;
+    // `leaky`: 10 per 10 s, a queue of 3: each admitted request waits its turn, 1 s apart.
+    let layer = RateLimitLayer::from_daemon(Arc::new(d.unix()), "leaky")
+        .await
+        .unwrap();
+    let router = axum::Router::new()
+        .route("/orders", axum::routing::get(|| async { "orders" }))
+        .layer(layer);
+    let request = || {
+        let mut request = http::Request::get("/orders").body(Body::empty()).unwrap();
+        request
+            .extensions_mut()
+            .insert(ClientIp([10, 0, 0, 7].into()));
+        request
+    };
+    let started = std::time::Instant::now();
+    let first = router.clone().oneshot(request()).await.unwrap();
+    assert_eq!(first.status(), 200);
+    assert!(started.elapsed() < std::time::Duration::from_millis(900));
+    let started = std::time::Instant::now();
+    let second = router.oneshot(request()).await.unwrap();
+    assert_eq!(second.status(), 200);
+    let waited = started.elapsed();
+    assert!(
+        waited >= std::time::Duration::from_millis(950),
+        "{waited:?}"
+    );
+}

@@ -266,3 +266,71 @@ async fn bad_requests_are_invalid_argument_naming_the_field() {
         i32::from(Code::Ok)
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_redis_down_each_policy_applies_its_fail_mode() {
+    let mut redis = sluice_testkit::RedisServer::start();
+    let config = format!(
+        r#"
+[backend]
+kind = "redis"
+url = "{}"
+timeout = "50ms"
+
+[policies.open]
+algorithm = "fixed_window"
+limit = 100
+window = "1m"
+fail = "open"
+
+[policies.closed]
+algorithm = "fixed_window"
+limit = 100
+window = "1m"
+fail = "closed"
+
+[[rls.descriptors]]
+domain = "edge"
+keys = ["open"]
+policy = "open"
+key = "o:{{open}}"
+
+[[rls.descriptors]]
+domain = "edge"
+keys = ["closed"]
+policy = "closed"
+key = "c:{{closed}}"
+"#,
+        redis.url()
+    );
+    let d = Daemon::with_config(&config).await;
+    let mut client = RateLimitServiceClient::connect(format!("http://{}", d.grpc))
+        .await
+        .unwrap();
+    let open = || request("edge", vec![descriptor(&[("open", "1")])]);
+    let closed = || request("edge", vec![descriptor(&[("closed", "1")])]);
+    // Until the daemon's connection to Redis is up, answers may be degraded.
+    let started = std::time::Instant::now();
+    while header(&ask(&mut client, open()).await, "x-ratelimit-degraded").is_some() {
+        assert!(started.elapsed() < std::time::Duration::from_secs(5));
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        ask(&mut client, closed()).await.overall_code,
+        i32::from(Code::Ok)
+    );
+
+    redis.kill();
+    let degraded = ask(&mut client, open()).await;
+    assert_eq!(degraded.overall_code, i32::from(Code::Ok));
+    assert_eq!(header(&degraded, "x-ratelimit-degraded"), Some("1"));
+    let err = client.should_rate_limit(closed()).await.unwrap_err();
+    assert_eq!(err.code(), tonic::Code::Unavailable, "{err:?}");
+    // All-or-nothing with one closed policy failing: the request is refused as a whole.
+    let both = request(
+        "edge",
+        vec![descriptor(&[("open", "2")]), descriptor(&[("closed", "2")])],
+    );
+    let err = client.should_rate_limit(both).await.unwrap_err();
+    assert_eq!(err.code(), tonic::Code::Unavailable, "{err:?}");
+}
