@@ -3,7 +3,7 @@
 //! - Each descriptor is matched against `[[rls.descriptors]]`; one that matches no rule is
 //!   answered `OK` with no `current_limit` (not limited), as Envoy users expect.
 //! - The cost of a descriptor is its own `hits_addend` when set, else the request's; 0 (unset)
-//!   is 1, as in Envoy.
+//!   is 1, as in Envoy. A descriptor's `limit` override is ignored: the policy decides.
 //! - The matched descriptors are decided **all-or-nothing** with the limiter's batch check:
 //!   when any is over its limit, none of them consumes, so a request Envoy rejects costs the
 //!   caller nothing (SPEC's batch semantics). A cost above a policy's capacity can never pass:
