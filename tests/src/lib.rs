@@ -85,6 +85,8 @@ pub struct Daemon {
     pub metrics: SocketAddr,
     /// The Envoy RLS gRPC listener (`listen.grpc`).
     pub grpc: SocketAddr,
+    /// The Envoy RLS on a Unix socket (`listen.grpc = "unix:PATH"`).
+    pub grpc_socket: PathBuf,
     pub clock: Arc<ManualClock>,
     pub app: App,
     shutdown: Option<oneshot::Sender<()>>,
@@ -116,12 +118,15 @@ impl Daemon {
         let metrics = metrics_listener.local_addr().unwrap();
         let grpc_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let grpc = grpc_listener.local_addr().unwrap();
+        let grpc_socket = dir.path().join("rls.sock");
+        let grpc_unix = server::bind_unix(&grpc_socket, 0o660).unwrap();
         let (tx, rx) = oneshot::channel();
         let listeners = Listeners {
             unix: Some(unix),
             http: Some(http),
             metrics: Some(metrics_listener),
             grpc: Some(grpc_listener),
+            grpc_unix: Some(grpc_unix),
         };
         let task = tokio::spawn(server::serve(app.clone(), listeners, async move {
             let _ = rx.await;
@@ -132,6 +137,7 @@ impl Daemon {
             tcp,
             metrics,
             grpc,
+            grpc_socket,
             clock,
             app,
             shutdown: Some(tx),

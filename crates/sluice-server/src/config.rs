@@ -48,7 +48,7 @@ pub struct ListenConfig {
     pub http: String,
     /// Separate TCP listener serving only `/metrics`; "" = none.
     pub metrics: String,
-    /// Envoy RLS gRPC listener; "" = off.
+    /// Envoy RLS gRPC listener: `host:port`, or `unix:PATH` for a Unix socket; "" = off.
     pub grpc: String,
 }
 
@@ -367,11 +367,21 @@ impl ListenConfig {
                 ),
             ));
         }
+        if let Some(path) = self.grpc.strip_prefix("unix:")
+            && path.is_empty()
+        {
+            errors.push(FieldError::new(
+                "listen.grpc",
+                "\"unix:\" needs a socket path, e.g. \"unix:/tmp/sluiced-rls.sock\"",
+            ));
+        }
+        let grpc_tcp = (!self.grpc.starts_with("unix:")).then_some(&self.grpc);
         for (field, value) in [
-            ("listen.http", &self.http),
-            ("listen.metrics", &self.metrics),
-            ("listen.grpc", &self.grpc),
+            ("listen.http", Some(&self.http)),
+            ("listen.metrics", Some(&self.metrics)),
+            ("listen.grpc", grpc_tcp),
         ] {
+            let Some(value) = value else { continue };
             if !value.is_empty() && value.parse::<SocketAddr>().is_err() {
                 errors.push(FieldError::new(
                     field,
@@ -391,6 +401,14 @@ impl ListenConfig {
     /// The socket path, if enabled.
     pub fn unix_path(&self) -> Option<&Path> {
         (!self.unix.is_empty()).then(|| Path::new(&self.unix))
+    }
+
+    /// The RLS socket path when `grpc` is `"unix:PATH"`.
+    pub fn grpc_unix_path(&self) -> Option<&Path> {
+        self.grpc
+            .strip_prefix("unix:")
+            .filter(|path| !path.is_empty())
+            .map(Path::new)
     }
 }
 
@@ -631,6 +649,27 @@ window = "1w"
             shown.starts_with("t.toml: backend.kindd: unknown field"),
             "{shown}"
         );
+    }
+
+    #[test]
+    fn listen_grpc_takes_an_address_or_a_unix_socket() {
+        let load = |grpc: &str| {
+            load_with_env(
+                &text(&format!("[listen]\ngrpc = {grpc:?}\n")),
+                Env::raw().only(&[]),
+            )
+        };
+        let unix = load("unix:/run/sluice/rls.sock").unwrap();
+        assert_eq!(
+            unix.listen.grpc_unix_path(),
+            Some(Path::new("/run/sluice/rls.sock"))
+        );
+        let tcp = load("127.0.0.1:8081").unwrap();
+        assert_eq!(tcp.listen.grpc_unix_path(), None);
+        for bad in ["unix:", "localhost", "8081"] {
+            let err = load(bad).unwrap_err();
+            assert_eq!(fields(&err), vec!["listen.grpc"], "{bad}: {err}");
+        }
     }
 
     #[test]

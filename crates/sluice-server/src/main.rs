@@ -106,20 +106,32 @@ async fn run(source: ConfigSource, config: Config, telemetry: &Telemetry) -> Res
         described.push(format!("metrics:{}", tcp.local_addr()?));
         listeners.metrics = Some(tcp);
     }
-    if !config.listen.grpc.is_empty() {
+    if !config.listen.grpc.is_empty() && config.listen.grpc_unix_path().is_none() {
         let tcp = TcpListener::bind(&config.listen.grpc)
             .await
             .with_context(|| format!("cannot listen on {}", config.listen.grpc))?;
         described.push(format!("grpc:{}", tcp.local_addr()?));
         listeners.grpc = Some(tcp);
     }
-    // The socket last: a failure above leaves no socket file behind.
+    // The sockets last: a failure above leaves no socket file behind.
     if let Some(path) = config.listen.unix_path() {
         listeners.unix = Some(
             server::bind_unix(path, config.listen.mode())
                 .with_context(|| format!("cannot listen on {}", path.display()))?,
         );
         described.push(format!("unix:{}", path.display()));
+    }
+    if let Some(path) = config.listen.grpc_unix_path() {
+        match server::bind_unix(path, config.listen.mode()) {
+            Ok(bound) => listeners.grpc_unix = Some(bound),
+            Err(err) => {
+                if let Some(unix) = &listeners.unix {
+                    let _ = std::fs::remove_file(&unix.path);
+                }
+                return Err(err).with_context(|| format!("cannot listen on {}", path.display()));
+            }
+        }
+        described.push(format!("grpc:unix:{}", path.display()));
     }
     anyhow::ensure!(
         listeners.unix.is_some() || listeners.http.is_some(),

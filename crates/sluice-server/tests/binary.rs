@@ -400,3 +400,92 @@ async fn the_binary_serves_the_rls_on_listen_grpc_and_reloads_its_descriptors() 
     assert_eq!(answer.overall_code, i32::from(Code::Ok));
     assert!(answer.statuses[0].current_limit.is_none());
 }
+
+#[tokio::test]
+async fn the_binary_serves_the_rls_on_a_unix_socket_and_removes_it_on_stop() {
+    use sluice_server::rls::generated::envoy::extensions::common::ratelimit::v3::{
+        RateLimitDescriptor, rate_limit_descriptor::Entry,
+    };
+    use sluice_server::rls::pb::RateLimitRequest;
+    use sluice_server::rls::pb::rate_limit_response::Code;
+    use sluice_server::rls::pb::rate_limit_service_client::RateLimitServiceClient;
+
+    let dir = tempfile::tempdir().unwrap();
+    let rls_socket = dir.path().join("rls.sock");
+    let listen = format!("grpc = \"unix:{}\"", rls_socket.display());
+    let mut d = Running::start_with(&listen, &format!("{ONE}\n{RLS}"));
+    wait_for_socket(&rls_socket);
+    let path = rls_socket.clone();
+    // The URI is a placeholder: the connector below dials the socket.
+    let channel = tonic::transport::Endpoint::from_static("http://[::1]:1")
+        .connect_with_connector(tower::service_fn(move |_: tonic::transport::Uri| {
+            let path = path.clone();
+            async move {
+                let stream = tokio::net::UnixStream::connect(path).await?;
+                Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(stream))
+            }
+        }))
+        .await
+        .unwrap();
+    let mut rls = RateLimitServiceClient::new(channel);
+    let ask = RateLimitRequest {
+        domain: "edge".to_owned(),
+        descriptors: vec![RateLimitDescriptor {
+            entries: vec![Entry {
+                key: "remote_address".to_owned(),
+                value: "10.0.0.3".to_owned(),
+            }],
+            ..RateLimitDescriptor::default()
+        }],
+        hits_addend: 0,
+    };
+    let first = rls
+        .should_rate_limit(ask.clone())
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(first.overall_code, i32::from(Code::Ok));
+    let second = rls.should_rate_limit(ask).await.unwrap().into_inner();
+    assert_eq!(second.overall_code, i32::from(Code::OverLimit));
+    drop(rls);
+
+    d.signal("TERM");
+    // Waited for without blocking this runtime, which drives the client's connection.
+    let status = loop {
+        if let Some(status) = d.child.try_wait().unwrap() {
+            break status;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert!(status.success(), "{status}");
+    assert!(!rls_socket.exists());
+    assert!(!d.socket.exists());
+}
+
+#[test]
+fn a_grpc_client_that_never_answers_does_not_hold_the_stop() {
+    use std::io::Write;
+
+    let dir = tempfile::tempdir().unwrap();
+    let rls_socket = dir.path().join("rls.sock");
+    let listen = format!("grpc = \"unix:{}\"", rls_socket.display());
+    let mut d = Running::start_with(&listen, &format!("{ONE}\n{RLS}"));
+    wait_for_socket(&rls_socket);
+    // An HTTP/2 client that opens a connection and then never reads: a graceful close waits
+    // for its acknowledgement forever.
+    let mut mute = std::os::unix::net::UnixStream::connect(&rls_socket).unwrap();
+    mute.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04\0\0\0\0\0")
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    d.signal("TERM");
+    let started = std::time::Instant::now();
+    let status = d.child.wait().unwrap();
+    assert!(status.success(), "{status}");
+    // The drain bound is 5 s; never a hang.
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "{:?}",
+        started.elapsed()
+    );
+    drop(mute);
+}

@@ -13,17 +13,42 @@ struct Stack {
     client: Client,
 }
 
+/// How Envoy reaches sluiced's RLS.
+#[derive(Clone, Copy)]
+enum Rls {
+    Tcp,
+    /// `listen.grpc = "unix:PATH"`, an Envoy `pipe` address.
+    Unix,
+}
+
 async fn stack() -> Stack {
+    stack_with(Rls::Tcp).await
+}
+
+async fn stack_with(rls: Rls) -> Stack {
     let daemon = Daemon::with_config(&repo_file("examples/envoy/sluice.toml")).await;
     let app = Upstream::start().await;
     let (listen, admin) = (free_port(), free_port());
     let mut config = repo_file("examples/envoy/envoy.yaml");
+    if let Rls::Unix = rls {
+        config = replace_once(
+            &config,
+            "socket_address: { address: 127.0.0.1, port_value: 8081 }",
+            &format!(
+                "pipe: {{ path: {:?} }}",
+                daemon.grpc_socket.display().to_string()
+            ),
+        );
+    }
     for (from, to) in [
         (10000, listen),
         (9901, admin),
         (8000, app.addr.port()),
         (8081, daemon.grpc.port()),
     ] {
+        if from == 8081 && matches!(rls, Rls::Unix) {
+            continue;
+        }
         config = replace_once(
             &config,
             &format!("port_value: {from} }}"),
@@ -102,4 +127,22 @@ async fn through_envoy_two_descriptors_are_all_or_nothing() {
     let ip_only = s.get(&[("x-forwarded-for", "10.20.1.1")]).await;
     assert_eq!(ip_only.status, 200);
     assert_eq!(header(&ip_only.headers, "x-ratelimit-remaining"), "1");
+}
+
+#[tokio::test]
+async fn envoy_reaches_the_rls_over_a_unix_socket() {
+    let s = stack_with(Rls::Unix).await;
+    let client = [("x-forwarded-for", "10.20.2.1")];
+    for left in (0..5).rev() {
+        let answer = s.get(&client).await;
+        assert_eq!(answer.status, 200, "{}", s.envoy.log());
+        assert_eq!(
+            header(&answer.headers, "x-ratelimit-remaining"),
+            left.to_string()
+        );
+    }
+    let denied = s.get(&client).await;
+    assert_eq!(denied.status, 429);
+    assert_eq!(header(&denied.headers, "retry-after"), "12");
+    assert_eq!(s.app.hits(), 5);
 }

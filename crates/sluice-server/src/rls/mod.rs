@@ -1,6 +1,6 @@
 //! The Envoy rate-limit service (`envoy.service.ratelimit.v3.RateLimitService`) on
 //! `listen.grpc`, so Envoy's `envoy.filters.http.ratelimit` filter can use sluiced as its RLS
-//! with any of the six algorithms.
+//! (over TCP or a Unix socket) with any of the six algorithms.
 //!
 //! A request's `domain` and each descriptor's entry keys pick a `[[rls.descriptors]]` rule
 //! ([`Rules`]); its key template over the entry values gives the sluice key. Decisions go
@@ -19,4 +19,4 @@ pub mod service;
 
 pub use generated::envoy::service::ratelimit::v3 as pb;
 pub use rules::{Rule, Rules};
-pub use service::{RlsService, serve};
+pub use service::{RlsService, serve, serve_unix};

@@ -24,11 +24,14 @@
 
 use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use http::HeaderMap;
 use sluice_api::{MAX_BATCH, MAX_KEY_BYTES};
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, UnixListener};
+use tokio::sync::watch;
+use tokio_stream::wrappers::UnixListenerStream;
 use tonic::{Request, Response, Status};
 
 use super::Rules;
@@ -58,19 +61,65 @@ impl RlsService {
     }
 }
 
+/// Serves the RLS on the Unix socket `listener` until `shutdown` completes.
+pub async fn serve_unix(
+    app: App,
+    listener: UnixListener,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<(), tonic::transport::Error> {
+    let (stopping, stopped) = watch::channel(false);
+    let server = tonic::transport::Server::builder()
+        .add_service(RateLimitServiceServer::new(RlsService::new(app)))
+        .serve_with_incoming_shutdown(UnixListenerStream::new(listener), async move {
+            shutdown.await;
+            let _ = stopping.send(true);
+        });
+    drain_bounded(server, stopped).await
+}
+
 /// Serves the RLS on `listener` until `shutdown` completes.
 pub async fn serve(
     app: App,
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), tonic::transport::Error> {
-    tonic::transport::Server::builder()
+    let (stopping, stopped) = watch::channel(false);
+    let server = tonic::transport::Server::builder()
         .add_service(RateLimitServiceServer::new(RlsService::new(app)))
         .serve_with_incoming_shutdown(
             tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true)),
-            shutdown,
-        )
-        .await
+            async move {
+                shutdown.await;
+                let _ = stopping.send(true);
+            },
+        );
+    drain_bounded(server, stopped).await
+}
+
+/// How long a stop waits for gRPC clients to leave. An HTTP/2 graceful close waits for the
+/// client to acknowledge it; a client that never does must not keep the daemon from stopping.
+const DRAIN: Duration = Duration::from_secs(5);
+
+/// Runs `server` to its end, or until [`DRAIN`] after `stopped` turns true, whichever is first.
+async fn drain_bounded<E>(
+    server: impl Future<Output = Result<(), E>>,
+    mut stopped: watch::Receiver<bool>,
+) -> Result<(), E> {
+    tokio::pin!(server);
+    let deadline = async move {
+        if stopped.wait_for(|stop| *stop).await.is_err() {
+            // The sender went with the server future, which the select has seen end.
+            std::future::pending::<()>().await;
+        }
+        tokio::time::sleep(DRAIN).await;
+    };
+    tokio::select! {
+        result = &mut server => result,
+        () = deadline => {
+            tracing::warn!("gRPC clients still connected {DRAIN:?} after stop: closing them");
+            Ok(())
+        }
+    }
 }
 
 #[tonic::async_trait]
