@@ -3,7 +3,8 @@
 //!
 //! Per request it derives the key — the authenticated user ([`UserId`] request extension,
 //! put there by your authentication), else `ip:` + the client address ([`ClientIp`]
-//! extension, or axum's `ConnectInfo<SocketAddr>` with the `axum` feature) — and asks the
+//! extension, axum's `ConnectInfo<SocketAddr>` with the `axum` feature, or a plain
+//! `SocketAddr` extension) — and asks the
 //! daemon (`POST /v1/check`, the plan tier from a [`PlanTier`] extension, the path as the
 //! `endpoint` label). Then:
 //! - allowed: the inner service answers, with the daemon's rate-limit headers added (after
