@@ -83,6 +83,10 @@ pub struct Daemon {
     pub tcp: SocketAddr,
     /// The separate `/metrics` listener (`listen.metrics`).
     pub metrics: SocketAddr,
+    /// The Envoy RLS gRPC listener (`listen.grpc`).
+    pub grpc: SocketAddr,
+    /// The Envoy RLS on a Unix socket (`listen.grpc = "unix:PATH"`).
+    pub grpc_socket: PathBuf,
     pub clock: Arc<ManualClock>,
     pub app: App,
     shutdown: Option<oneshot::Sender<()>>,
@@ -112,11 +116,17 @@ impl Daemon {
         let tcp = http.local_addr().unwrap();
         let metrics_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let metrics = metrics_listener.local_addr().unwrap();
+        let grpc_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let grpc = grpc_listener.local_addr().unwrap();
+        let grpc_socket = dir.path().join("rls.sock");
+        let grpc_unix = server::bind_unix(&grpc_socket, 0o660).unwrap();
         let (tx, rx) = oneshot::channel();
         let listeners = Listeners {
             unix: Some(unix),
             http: Some(http),
             metrics: Some(metrics_listener),
+            grpc: Some(grpc_listener),
+            grpc_unix: Some(grpc_unix),
         };
         let task = tokio::spawn(server::serve(app.clone(), listeners, async move {
             let _ = rx.await;
@@ -126,6 +136,8 @@ impl Daemon {
             socket,
             tcp,
             metrics,
+            grpc,
+            grpc_socket,
             clock,
             app,
             shutdown: Some(tx),
@@ -221,4 +233,60 @@ pub async fn admitted(d: &Daemon, policy: &str, clients: usize, each: usize) -> 
         total += task.await.unwrap();
     }
     total
+}
+
+/// A tiny upstream app for the proxy tests: answers every request `200 app` and counts them,
+/// so a test can tell which requests the proxy let through.
+#[derive(Debug)]
+pub struct Upstream {
+    pub addr: SocketAddr,
+    pub hits: Arc<std::sync::atomic::AtomicUsize>,
+    task: JoinHandle<()>,
+}
+
+impl Upstream {
+    pub async fn start() -> Upstream {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let hits = Arc::new(AtomicUsize::new(0));
+        let counter = hits.clone();
+        let app = axum::Router::new().fallback(move || {
+            let counter = counter.clone();
+            async move {
+                counter.fetch_add(1, Ordering::SeqCst);
+                "app"
+            }
+        });
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let task = tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        Upstream { addr, hits, task }
+    }
+
+    /// Requests that reached the app.
+    pub fn hits(&self) -> usize {
+        self.hits.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+impl Drop for Upstream {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// The text of a file of the repository (`examples/...`), by its path from the root.
+pub fn repo_file(path: &str) -> String {
+    let full = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join(path);
+    std::fs::read_to_string(&full).unwrap_or_else(|e| panic!("{}: {e}", full.display()))
+}
+
+/// `text` with `from` replaced by `to`, which must occur exactly once (so a template and the
+/// test cannot drift apart silently).
+pub fn replace_once(text: &str, from: &str, to: &str) -> String {
+    assert_eq!(text.matches(from).count(), 1, "{from:?} must occur once");
+    text.replacen(from, to, 1)
 }

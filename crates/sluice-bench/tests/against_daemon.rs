@@ -56,7 +56,7 @@ async fn daemon() -> Daemon {
     let listeners = Listeners {
         unix: Some(unix),
         http: Some(http),
-        metrics: None,
+        ..Listeners::default()
     };
     tokio::spawn(server::serve(app, listeners, async move {
         let _ = stopped.await;

@@ -2,9 +2,14 @@
 //!
 //! Connections are kept open and reused: a check over a warm connection costs one write and
 //! one read. Every call is bounded by the client's timeout.
+//!
+//! With the `tower` feature, [`layer::RateLimitLayer`] rate-limits an axum/hyper service
+//! (feature `axum` adds axum's `ConnectInfo` as the client address).
 
 mod client;
 mod error;
+#[cfg(feature = "tower")]
+pub mod layer;
 
 pub use client::{BatchOutcome, CheckOutcome, Client, Endpoint, RawResponse};
 pub use error::ClientError;

@@ -20,7 +20,7 @@ pub const BUILTIN_NAME: &str = "<built-in examples/sluice.toml>";
 /// Top-level sections env vars may set. Anything else under `SLUICE_` (such as
 /// `SLUICE_SOCKET` or the CLI's `SLUICE_ADMIN_TOKEN`) is not config and must not reach the
 /// strict deserializer.
-const SECTIONS: [&str; 5] = ["listen", "backend", "telemetry", "admin", "policies"];
+const SECTIONS: [&str; 6] = ["listen", "backend", "telemetry", "admin", "policies", "rls"];
 
 /// The whole configuration file.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -31,6 +31,8 @@ pub struct Config {
     pub telemetry: TelemetryConfig,
     pub admin: AdminConfig,
     pub policies: BTreeMap<String, PolicyConfig>,
+    /// `[[rls.descriptors]]`: how Envoy RLS descriptors map to policies.
+    pub rls: RlsConfig,
 }
 
 /// `[listen]`: where the daemon accepts connections.
@@ -46,7 +48,7 @@ pub struct ListenConfig {
     pub http: String,
     /// Separate TCP listener serving only `/metrics`; "" = none.
     pub metrics: String,
-    /// Envoy RLS gRPC listener; "" = off.
+    /// Envoy RLS gRPC listener: `host:port`, or `unix:PATH` for a Unix socket; "" = off.
     pub grpc: String,
 }
 
@@ -127,6 +129,26 @@ impl Default for TelemetryConfig {
 #[serde(deny_unknown_fields, default)]
 pub struct AdminConfig {
     pub token: String,
+}
+
+/// `[rls]`: the Envoy rate-limit service (`listen.grpc`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RlsConfig {
+    pub descriptors: Vec<RlsDescriptorConfig>,
+}
+
+/// `[[rls.descriptors]]`: a descriptor of `domain` whose entry keys are exactly `keys` (in
+/// order) is checked against `policy` under the key `key`, a template over the entry values
+/// (`"ip:{remote_address}"`). Every field is required; missing ones are reported by
+/// [`Config::validate`].
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RlsDescriptorConfig {
+    pub domain: String,
+    pub keys: Vec<String>,
+    pub policy: String,
+    pub key: String,
 }
 
 /// `[policies.NAME]`. Required keys are options so that a missing one is reported together
@@ -327,6 +349,9 @@ impl Config {
         if let Err(mut policy_errors) = crate::policy::PolicySet::compile(&self.policies) {
             errors.append(&mut policy_errors);
         }
+        if let Err(mut rls_errors) = crate::rls::Rules::compile(&self.rls, &self.policies) {
+            errors.append(&mut rls_errors);
+        }
         errors
     }
 }
@@ -342,11 +367,21 @@ impl ListenConfig {
                 ),
             ));
         }
+        if let Some(path) = self.grpc.strip_prefix("unix:")
+            && path.is_empty()
+        {
+            errors.push(FieldError::new(
+                "listen.grpc",
+                "\"unix:\" needs a socket path, e.g. \"unix:/tmp/sluiced-rls.sock\"",
+            ));
+        }
+        let grpc_tcp = (!self.grpc.starts_with("unix:")).then_some(&self.grpc);
         for (field, value) in [
-            ("listen.http", &self.http),
-            ("listen.metrics", &self.metrics),
-            ("listen.grpc", &self.grpc),
+            ("listen.http", Some(&self.http)),
+            ("listen.metrics", Some(&self.metrics)),
+            ("listen.grpc", grpc_tcp),
         ] {
+            let Some(value) = value else { continue };
             if !value.is_empty() && value.parse::<SocketAddr>().is_err() {
                 errors.push(FieldError::new(
                     field,
@@ -366,6 +401,14 @@ impl ListenConfig {
     /// The socket path, if enabled.
     pub fn unix_path(&self) -> Option<&Path> {
         (!self.unix.is_empty()).then(|| Path::new(&self.unix))
+    }
+
+    /// The RLS socket path when `grpc` is `"unix:PATH"`.
+    pub fn grpc_unix_path(&self) -> Option<&Path> {
+        self.grpc
+            .strip_prefix("unix:")
+            .filter(|path| !path.is_empty())
+            .map(Path::new)
     }
 }
 
@@ -606,6 +649,27 @@ window = "1w"
             shown.starts_with("t.toml: backend.kindd: unknown field"),
             "{shown}"
         );
+    }
+
+    #[test]
+    fn listen_grpc_takes_an_address_or_a_unix_socket() {
+        let load = |grpc: &str| {
+            load_with_env(
+                &text(&format!("[listen]\ngrpc = {grpc:?}\n")),
+                Env::raw().only(&[]),
+            )
+        };
+        let unix = load("unix:/run/sluice/rls.sock").unwrap();
+        assert_eq!(
+            unix.listen.grpc_unix_path(),
+            Some(Path::new("/run/sluice/rls.sock"))
+        );
+        let tcp = load("127.0.0.1:8081").unwrap();
+        assert_eq!(tcp.listen.grpc_unix_path(), None);
+        for bad in ["unix:", "localhost", "8081"] {
+            let err = load(bad).unwrap_err();
+            assert_eq!(fields(&err), vec!["listen.grpc"], "{bad}: {err}");
+        }
     }
 
     #[test]

@@ -13,6 +13,7 @@ pub mod limiter;
 pub mod metrics;
 pub mod overrides;
 pub mod policy;
+pub mod rls;
 pub mod server;
 pub mod telemetry;
 #[cfg(test)]
@@ -21,6 +22,8 @@ pub mod top;
 
 use std::sync::Arc;
 use std::time::Duration;
+
+use arc_swap::ArcSwap;
 
 use sluice_store::Store;
 
@@ -40,6 +43,8 @@ pub struct App {
     /// `admin.token`; `None` keeps the admin API off. Shared, as axum clones the app for
     /// every request.
     pub admin_token: Option<Arc<str>>,
+    /// `[[rls.descriptors]]`, swapped whole on reload.
+    pub rls: Arc<ArcSwap<rls::Rules>>,
 }
 
 impl App {
@@ -52,6 +57,7 @@ impl App {
         let limits = RuntimeLimits::new(config.policies.clone());
         let policies = limits.replace_file(config.policies.clone())?;
         let timeout = Duration::from_millis(config.backend.timeout_ms());
+        let rls = rls::Rules::compile(&config.rls, &config.policies)?;
         let limiter = Limiter::new(store, policies, Arc::new(Metrics::new()), timeout);
         Ok(App {
             limiter: Arc::new(limiter),
@@ -59,6 +65,7 @@ impl App {
             limits: Arc::new(limits),
             admin_token: (!config.admin.token.is_empty())
                 .then(|| config.admin.token.as_str().into()),
+            rls: Arc::new(ArcSwap::from_pointee(rls)),
         })
     }
 }

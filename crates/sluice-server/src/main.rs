@@ -106,7 +106,14 @@ async fn run(source: ConfigSource, config: Config, telemetry: &Telemetry) -> Res
         described.push(format!("metrics:{}", tcp.local_addr()?));
         listeners.metrics = Some(tcp);
     }
-    // The socket last: a failure above leaves no socket file behind.
+    if !config.listen.grpc.is_empty() && config.listen.grpc_unix_path().is_none() {
+        let tcp = TcpListener::bind(&config.listen.grpc)
+            .await
+            .with_context(|| format!("cannot listen on {}", config.listen.grpc))?;
+        described.push(format!("grpc:{}", tcp.local_addr()?));
+        listeners.grpc = Some(tcp);
+    }
+    // The sockets last: a failure above leaves no socket file behind.
     if let Some(path) = config.listen.unix_path() {
         listeners.unix = Some(
             server::bind_unix(path, config.listen.mode())
@@ -114,8 +121,17 @@ async fn run(source: ConfigSource, config: Config, telemetry: &Telemetry) -> Res
         );
         described.push(format!("unix:{}", path.display()));
     }
-    if !config.listen.grpc.is_empty() {
-        tracing::warn!(grpc = %config.listen.grpc, "listen.grpc is not served by this build");
+    if let Some(path) = config.listen.grpc_unix_path() {
+        match server::bind_unix(path, config.listen.mode()) {
+            Ok(bound) => listeners.grpc_unix = Some(bound),
+            Err(err) => {
+                if let Some(unix) = &listeners.unix {
+                    let _ = std::fs::remove_file(&unix.path);
+                }
+                return Err(err).with_context(|| format!("cannot listen on {}", path.display()));
+            }
+        }
+        described.push(format!("grpc:unix:{}", path.display()));
     }
     anyhow::ensure!(
         listeners.unix.is_some() || listeners.http.is_some(),
@@ -164,14 +180,18 @@ fn reload(app: &App, source: &ConfigSource) {
     let compiled = config::load(source)
         .map_err(|err| err.to_string())
         .and_then(|config| {
+            let rls = sluice_server::rls::Rules::compile(&config.rls, &config.policies)
+                .map_err(|errors| format!("{errors:?}"))?;
             app.limits
                 .replace_file(config.policies)
+                .map(|policies| (policies, rls))
                 .map_err(|errors| format!("{errors:?}"))
         });
     match compiled {
-        Ok(policies) => {
+        Ok((policies, rls)) => {
             let count = policies.len();
             app.limiter.replace_policies(policies);
+            app.rls.store(Arc::new(rls));
             metrics.reloaded(true);
             tracing::info!(policies = count, "config reloaded");
         }

@@ -32,6 +32,10 @@ pub struct Listeners {
     pub http: Option<TcpListener>,
     /// Serves `/metrics` only.
     pub metrics: Option<TcpListener>,
+    /// The Envoy RLS (gRPC), `listen.grpc`.
+    pub grpc: Option<TcpListener>,
+    /// The Envoy RLS on a Unix socket, `listen.grpc = "unix:PATH"`.
+    pub grpc_unix: Option<BoundUnix>,
 }
 
 /// Binds the Unix socket at `path` with file mode `mode`. A stale socket file (nobody
@@ -83,9 +87,9 @@ pub async fn serve(
     };
     let router = http::router(app.clone());
     let mut tasks = tokio::task::JoinSet::new();
-    let mut socket = None;
+    let mut sockets = Vec::new();
     if let Some(unix) = listeners.unix {
-        socket = Some((unix.path, unix.inode));
+        sockets.push((unix.path, unix.inode));
         let server = axum::serve(unix.listener, router.clone())
             .with_graceful_shutdown(stopped(stop_rx.clone()));
         tasks.spawn(async move { server.await });
@@ -99,6 +103,15 @@ pub async fn serve(
         let server = axum::serve(tcp, http::metrics_router(app.clone()))
             .with_graceful_shutdown(stopped(stop_rx.clone()));
         tasks.spawn(async move { server.await });
+    }
+    if let Some(tcp) = listeners.grpc {
+        let server = crate::rls::serve(app.clone(), tcp, stopped(stop_rx.clone()));
+        tasks.spawn(async move { server.await.map_err(io::Error::other) });
+    }
+    if let Some(unix) = listeners.grpc_unix {
+        sockets.push((unix.path, unix.inode));
+        let server = crate::rls::serve_unix(app.clone(), unix.listener, stopped(stop_rx.clone()));
+        tasks.spawn(async move { server.await.map_err(io::Error::other) });
     }
     let sync = tokio::spawn(overrides::sync_loop(app.clone(), stopped(stop_rx.clone())));
     let housekeeping = tokio::spawn(housekeep(app, stopped(stop_rx.clone())));
@@ -118,7 +131,7 @@ pub async fn serve(
     }
     housekeeping.abort();
     sync.abort();
-    if let Some((path, inode)) = socket {
+    for (path, inode) in sockets {
         remove_socket(&path, inode);
     }
     result

@@ -1,4 +1,5 @@
-//! The real `sluiced` binary: `--check-config`, SIGHUP reloads, SIGTERM, socket ownership.
+//! The real `sluiced` binary: `--check-config`, SIGHUP reloads, SIGTERM, socket ownership,
+//! the Envoy RLS on `listen.grpc`.
 
 // Helpers here are test code too: a failed set-up should panic the test.
 #![allow(clippy::unwrap_used)]
@@ -129,10 +130,15 @@ struct Running {
 
 impl Running {
     fn start(policies: &str) -> Running {
+        Running::start_with("", policies)
+    }
+
+    /// As [`start`](Self::start), with more `[listen]` keys (`grpc = "…"`).
+    fn start_with(listen: &str, policies: &str) -> Running {
         let dir = tempfile::tempdir().unwrap();
         let socket = dir.path().join("d.sock");
         let config = dir.path().join("sluice.toml");
-        write_config(&config, &socket, policies);
+        write_config_with(&config, &socket, listen, policies);
         let child = Command::new(BIN)
             .arg("--config")
             .arg(&config)
@@ -187,8 +193,12 @@ fn wait_for_socket(socket: &Path) {
 }
 
 fn write_config(path: &Path, socket: &Path, policies: &str) {
+    write_config_with(path, socket, "", policies);
+}
+
+fn write_config_with(path: &Path, socket: &Path, listen: &str, policies: &str) {
     let text = format!(
-        "[listen]\nunix = {:?}\nhttp = \"\"\nunix_mode = \"0600\"\n\n{policies}",
+        "[listen]\nunix = {:?}\nhttp = \"\"\nunix_mode = \"0600\"\n{listen}\n\n{policies}",
         socket.display().to_string()
     );
     std::fs::write(path, text).unwrap();
@@ -291,4 +301,191 @@ fn a_stale_socket_is_replaced_and_a_live_one_refused() {
     assert!(std::os::unix::net::UnixStream::connect(&socket).is_ok());
     let _ = first.kill();
     let _ = first.wait();
+}
+
+const RLS: &str = "[[rls.descriptors]]\ndomain = \"edge\"\nkeys = [\"remote_address\"]\npolicy = \"p\"\nkey = \"ip:{remote_address}\"\n";
+
+#[test]
+fn check_config_names_every_bad_rls_descriptor() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("rls.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "{ONE}\n[[rls.descriptors]]\ndomain = \"edge\"\nkeys = [\"a\"]\npolicy = \"nope\"\nkey = \"x:{{b}}\"\n\n[[rls.descriptors]]\nkeys = [\"a\"]\npolicy = \"p\"\nkey = \"{{a}}\"\n"
+        ),
+    )
+    .unwrap();
+    let out = check_config(&path);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    for (field, why) in [
+        ("rls.descriptors[0].policy", "unknown policy \"nope\""),
+        (
+            "rls.descriptors[0].key",
+            "placeholder {b} is not one of keys",
+        ),
+        ("rls.descriptors[1].domain", "required"),
+    ] {
+        let line = format!("{}: {field}: ", path.display());
+        assert!(
+            stderr
+                .lines()
+                .any(|l| l.starts_with(&line) && l.contains(why)),
+            "{line} … {why} missing from:\n{stderr}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn the_binary_serves_the_rls_on_listen_grpc_and_reloads_its_descriptors() {
+    use sluice_server::rls::generated::envoy::extensions::common::ratelimit::v3::{
+        RateLimitDescriptor, rate_limit_descriptor::Entry,
+    };
+    use sluice_server::rls::pb::RateLimitRequest;
+    use sluice_server::rls::pb::rate_limit_response::Code;
+    use sluice_server::rls::pb::rate_limit_service_client::RateLimitServiceClient;
+
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let listen = format!("grpc = \"127.0.0.1:{port}\"");
+    let d = Running::start_with(&listen, &format!("{ONE}\n{RLS}"));
+    let mut rls = RateLimitServiceClient::connect(format!("http://127.0.0.1:{port}"))
+        .await
+        .unwrap();
+    let ask = || RateLimitRequest {
+        domain: "edge".to_owned(),
+        descriptors: vec![RateLimitDescriptor {
+            entries: vec![Entry {
+                key: "remote_address".to_owned(),
+                value: "10.0.0.1".to_owned(),
+            }],
+            ..RateLimitDescriptor::default()
+        }],
+        hits_addend: 0,
+    };
+    let code = |answer: tonic::Response<sluice_server::rls::pb::RateLimitResponse>| {
+        answer.into_inner().overall_code
+    };
+    assert_eq!(
+        code(rls.should_rate_limit(ask()).await.unwrap()),
+        i32::from(Code::Ok)
+    );
+    assert_eq!(
+        code(rls.should_rate_limit(ask()).await.unwrap()),
+        i32::from(Code::OverLimit)
+    );
+    // The same key over HTTP: RLS and HTTP checks share the limiter.
+    let http = d
+        .client()
+        .check(&CheckRequest::new("p", "ip:10.0.0.1"))
+        .await
+        .unwrap();
+    assert_eq!(http.status, 429);
+
+    // A reload that drops the descriptor: the address is no longer limited.
+    write_config_with(&d.config, &d.socket, &listen, ONE);
+    d.signal("HUP");
+    let c = d.client();
+    while !metrics(&c)
+        .await
+        .contains(r#"rate_limit_config_reloads_total{result="ok"} 1"#)
+    {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let answer = rls.should_rate_limit(ask()).await.unwrap().into_inner();
+    assert_eq!(answer.overall_code, i32::from(Code::Ok));
+    assert!(answer.statuses[0].current_limit.is_none());
+}
+
+#[tokio::test]
+async fn the_binary_serves_the_rls_on_a_unix_socket_and_removes_it_on_stop() {
+    use sluice_server::rls::generated::envoy::extensions::common::ratelimit::v3::{
+        RateLimitDescriptor, rate_limit_descriptor::Entry,
+    };
+    use sluice_server::rls::pb::RateLimitRequest;
+    use sluice_server::rls::pb::rate_limit_response::Code;
+    use sluice_server::rls::pb::rate_limit_service_client::RateLimitServiceClient;
+
+    let dir = tempfile::tempdir().unwrap();
+    let rls_socket = dir.path().join("rls.sock");
+    let listen = format!("grpc = \"unix:{}\"", rls_socket.display());
+    let mut d = Running::start_with(&listen, &format!("{ONE}\n{RLS}"));
+    wait_for_socket(&rls_socket);
+    let path = rls_socket.clone();
+    // The URI is a placeholder: the connector below dials the socket.
+    let channel = tonic::transport::Endpoint::from_static("http://[::1]:1")
+        .connect_with_connector(tower::service_fn(move |_: tonic::transport::Uri| {
+            let path = path.clone();
+            async move {
+                let stream = tokio::net::UnixStream::connect(path).await?;
+                Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(stream))
+            }
+        }))
+        .await
+        .unwrap();
+    let mut rls = RateLimitServiceClient::new(channel);
+    let ask = RateLimitRequest {
+        domain: "edge".to_owned(),
+        descriptors: vec![RateLimitDescriptor {
+            entries: vec![Entry {
+                key: "remote_address".to_owned(),
+                value: "10.0.0.3".to_owned(),
+            }],
+            ..RateLimitDescriptor::default()
+        }],
+        hits_addend: 0,
+    };
+    let first = rls
+        .should_rate_limit(ask.clone())
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(first.overall_code, i32::from(Code::Ok));
+    let second = rls.should_rate_limit(ask).await.unwrap().into_inner();
+    assert_eq!(second.overall_code, i32::from(Code::OverLimit));
+    drop(rls);
+
+    d.signal("TERM");
+    // Waited for without blocking this runtime, which drives the client's connection.
+    let status = loop {
+        if let Some(status) = d.child.try_wait().unwrap() {
+            break status;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert!(status.success(), "{status}");
+    assert!(!rls_socket.exists());
+    assert!(!d.socket.exists());
+}
+
+#[test]
+fn a_grpc_client_that_never_answers_does_not_hold_the_stop() {
+    use std::io::Write;
+
+    let dir = tempfile::tempdir().unwrap();
+    let rls_socket = dir.path().join("rls.sock");
+    let listen = format!("grpc = \"unix:{}\"", rls_socket.display());
+    let mut d = Running::start_with(&listen, &format!("{ONE}\n{RLS}"));
+    wait_for_socket(&rls_socket);
+    // An HTTP/2 client that opens a connection and then never reads: a graceful close waits
+    // for its acknowledgement forever.
+    let mut mute = std::os::unix::net::UnixStream::connect(&rls_socket).unwrap();
+    mute.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04\0\0\0\0\0")
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    d.signal("TERM");
+    let started = std::time::Instant::now();
+    let status = d.child.wait().unwrap();
+    assert!(status.success(), "{status}");
+    // The drain bound is 5 s; never a hang.
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "{:?}",
+        started.elapsed()
+    );
+    drop(mute);
 }

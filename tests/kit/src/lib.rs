@@ -1,4 +1,5 @@
-//! Test support: starts real servers (redis-server, a 6-node Redis Cluster) for tests.
+//! Test support: starts real servers (redis-server, a 6-node Redis Cluster, Envoy, nginx)
+//! for tests.
 //!
 //! Every server listens on a free loopback port in its own temporary directory, without
 //! persistence, and is killed when its handle is dropped. Nothing here assumes a server on
@@ -15,6 +16,9 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use tempfile::TempDir;
+
+mod proxies;
+pub use proxies::{Envoy, Nginx};
 
 const INSTALL_HINT: &str = "redis-server / redis-cli not found: install them with \
     `apt-get install -y redis-server redis-tools` (Debian/Ubuntu); the Redis tests never skip";
@@ -97,7 +101,7 @@ pub fn info_field(info: &str, field: &str) -> Option<String> {
     })
 }
 
-fn wait_until(what: &str, limit: Duration, mut ok: impl FnMut() -> bool) {
+pub(crate) fn wait_until(what: &str, limit: Duration, mut ok: impl FnMut() -> bool) {
     let start = Instant::now();
     while !ok() {
         assert!(

@@ -1,0 +1,342 @@
+//! `ShouldRateLimit`: Envoy's question mapped onto the limiter, and the answer mapped back.
+//!
+//! - Each descriptor is matched against `[[rls.descriptors]]`; one that matches no rule is
+//!   answered `OK` with no `current_limit` (not limited), as Envoy users expect.
+//! - The cost of a descriptor is its own `hits_addend` when set, else the request's; 0 (unset)
+//!   is 1, as in Envoy. A descriptor's `limit` override is ignored: the policy decides.
+//! - The matched descriptors are decided **all-or-nothing** with the limiter's batch check:
+//!   when any is over its limit, none of them consumes, so a request Envoy rejects costs the
+//!   caller nothing (SPEC's batch semantics). A cost above a policy's capacity can never pass:
+//!   that descriptor is `OVER_LIMIT` without asking the store, and nothing is consumed.
+//! - `overall_code` is `OVER_LIMIT` when any descriptor is; each `DescriptorStatus` carries
+//!   `current_limit` (`requests_per_unit` = the limit, `unit` when the window is exactly one
+//!   second, minute, hour or day, else `UNKNOWN`; `name` is the `RateLimit-Policy` value, which
+//!   always states the window), `limit_remaining` and `duration_until_reset` (until the key is
+//!   back to full).
+//! - `response_headers_to_add` holds SPEC's headers of the most restrictive decision, exactly
+//!   as `POST /v1/check` sends them; a denial also gets SPEC's 429 body as `raw_body` (and
+//!   `Content-Type: application/problem+json`), so Envoy's 429 is the check API's.
+//! - A backend failure follows the policy: `fail = "open"` answers `OK` with
+//!   `X-RateLimit-Degraded: 1`; `fail = "closed"` answers the gRPC status `UNAVAILABLE`, which
+//!   Envoy turns into a denial when its filter has `failure_mode_deny: true`.
+//! - Bad input (no domain, no descriptors, more than 64, a key out of bounds) is
+//!   `INVALID_ARGUMENT` naming the field.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use http::HeaderMap;
+use sluice_api::{MAX_BATCH, MAX_KEY_BYTES};
+use tokio::net::{TcpListener, UnixListener};
+use tokio::sync::watch;
+use tokio_stream::wrappers::UnixListenerStream;
+use tonic::{Request, Response, Status};
+
+use super::Rules;
+use super::generated::envoy::config::core::v3::HeaderValue;
+use super::pb::rate_limit_response::rate_limit::Unit;
+use super::pb::rate_limit_response::{Code, DescriptorStatus, RateLimit};
+use super::pb::rate_limit_service_server::{RateLimitService, RateLimitServiceServer};
+use super::pb::{RateLimitRequest, RateLimitResponse};
+use crate::App;
+use crate::http::{PROBLEM_JSON, body_of, set_headers};
+use crate::limiter::{CheckInput, LimitError, Verdict};
+use crate::policy::Policy;
+
+/// The gRPC service; cheap to clone.
+#[derive(Debug, Clone)]
+pub struct RlsService {
+    app: App,
+    rules: Arc<ArcSwap<Rules>>,
+}
+
+impl RlsService {
+    pub fn new(app: App) -> Self {
+        RlsService {
+            rules: app.rls.clone(),
+            app,
+        }
+    }
+}
+
+/// Serves the RLS on the Unix socket `listener` until `shutdown` completes.
+pub async fn serve_unix(
+    app: App,
+    listener: UnixListener,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<(), tonic::transport::Error> {
+    let (stopping, stopped) = watch::channel(false);
+    let server = tonic::transport::Server::builder()
+        .add_service(RateLimitServiceServer::new(RlsService::new(app)))
+        .serve_with_incoming_shutdown(UnixListenerStream::new(listener), async move {
+            shutdown.await;
+            let _ = stopping.send(true);
+        });
+    drain_bounded(server, stopped).await
+}
+
+/// Serves the RLS on `listener` until `shutdown` completes.
+pub async fn serve(
+    app: App,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<(), tonic::transport::Error> {
+    let (stopping, stopped) = watch::channel(false);
+    let server = tonic::transport::Server::builder()
+        .add_service(RateLimitServiceServer::new(RlsService::new(app)))
+        .serve_with_incoming_shutdown(
+            tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true)),
+            async move {
+                shutdown.await;
+                let _ = stopping.send(true);
+            },
+        );
+    drain_bounded(server, stopped).await
+}
+
+/// How long a stop waits for gRPC clients to leave. An HTTP/2 graceful close waits for the
+/// client to acknowledge it; a client that never does must not keep the daemon from stopping.
+const DRAIN: Duration = Duration::from_secs(5);
+
+/// Runs `server` to its end, or until [`DRAIN`] after `stopped` turns true, whichever is first.
+async fn drain_bounded<E>(
+    server: impl Future<Output = Result<(), E>>,
+    mut stopped: watch::Receiver<bool>,
+) -> Result<(), E> {
+    tokio::pin!(server);
+    let deadline = async move {
+        if stopped.wait_for(|stop| *stop).await.is_err() {
+            // The sender went with the server future, which the select has seen end.
+            std::future::pending::<()>().await;
+        }
+        tokio::time::sleep(DRAIN).await;
+    };
+    tokio::select! {
+        result = &mut server => result,
+        () = deadline => {
+            tracing::warn!("gRPC clients still connected {DRAIN:?} after stop: closing them");
+            Ok(())
+        }
+    }
+}
+
+#[tonic::async_trait]
+impl RateLimitService for RlsService {
+    async fn should_rate_limit(
+        &self,
+        request: Request<RateLimitRequest>,
+    ) -> Result<Response<RateLimitResponse>, Status> {
+        self.answer(request.get_ref()).await.map(Response::new)
+    }
+}
+
+/// A descriptor that matched a rule.
+struct Matched {
+    /// Its index in the request.
+    index: usize,
+    policy: Arc<Policy>,
+    key: String,
+    cost: u64,
+}
+
+impl RlsService {
+    /// The answer to one `ShouldRateLimit`.
+    pub async fn answer(&self, request: &RateLimitRequest) -> Result<RateLimitResponse, Status> {
+        if request.domain.is_empty() {
+            return Err(Status::invalid_argument("domain: required"));
+        }
+        let count = request.descriptors.len();
+        if count == 0 || count > MAX_BATCH {
+            return Err(Status::invalid_argument(format!(
+                "descriptors: a request holds 1 to {MAX_BATCH} descriptors, this one {count}"
+            )));
+        }
+        let rules = self.rules.load();
+        let policies = self.app.limiter.policies();
+        let mut matched = Vec::new();
+        for (index, descriptor) in request.descriptors.iter().enumerate() {
+            let entries: Vec<(&str, &str)> = descriptor
+                .entries
+                .iter()
+                .map(|e| (e.key.as_str(), e.value.as_str()))
+                .collect();
+            let Some(rule) = rules.find(&request.domain, &entries) else {
+                continue;
+            };
+            let Some(policy) = policies.get(&rule.policy) else {
+                // Rules are validated with the policies they name and replaced together.
+                return Err(Status::failed_precondition(format!(
+                    "descriptors[{index}]: policy {:?} is not loaded",
+                    rule.policy
+                )));
+            };
+            let key = rule.key(&entries);
+            if key.is_empty() || key.len() > MAX_KEY_BYTES {
+                return Err(Status::invalid_argument(format!(
+                    "descriptors[{index}].entries: the key they make is {} bytes; a key is 1 to {MAX_KEY_BYTES}",
+                    key.len()
+                )));
+            }
+            let hits = descriptor
+                .hits_addend
+                .unwrap_or(u64::from(request.hits_addend));
+            matched.push(Matched {
+                index,
+                policy: policy.clone(),
+                key,
+                cost: hits.max(1),
+            });
+        }
+        let mut statuses = vec![
+            DescriptorStatus {
+                code: Code::Ok.into(),
+                ..DescriptorStatus::default()
+            };
+            count
+        ];
+        if matched.is_empty() {
+            return Ok(RateLimitResponse {
+                overall_code: Code::Ok.into(),
+                statuses,
+                ..RateLimitResponse::default()
+            });
+        }
+        let too_big: Vec<&Matched> = matched
+            .iter()
+            .filter(|m| m.cost > m.policy.base.params.capacity())
+            .collect();
+        if !too_big.is_empty() {
+            for m in &matched {
+                statuses[m.index].current_limit = Some(current_limit(&m.policy));
+            }
+            for m in too_big {
+                statuses[m.index].code = Code::OverLimit.into();
+            }
+            return Ok(RateLimitResponse {
+                overall_code: Code::OverLimit.into(),
+                statuses,
+                ..RateLimitResponse::default()
+            });
+        }
+        let verdicts = self.decide(&matched).await?;
+        for (m, verdict) in matched.iter().zip(&verdicts) {
+            statuses[m.index] = status_of(verdict);
+        }
+        let allowed = verdicts.iter().all(|v| v.allowed);
+        let worst = verdicts
+            .iter()
+            .filter(|v| !v.allowed)
+            .max_by_key(|v| v.decision.retry_after_ms)
+            .or_else(|| verdicts.iter().min_by_key(|v| v.decision.remaining));
+        let mut headers = HeaderMap::new();
+        let mut raw_body = Vec::new();
+        if let Some(worst) = worst {
+            set_headers(&mut headers, worst);
+            if !allowed {
+                raw_body = serde_json::to_vec(&body_of(worst)).unwrap_or_default();
+                headers.insert(http::header::CONTENT_TYPE, PROBLEM_JSON);
+            }
+        }
+        Ok(RateLimitResponse {
+            overall_code: if allowed { Code::Ok } else { Code::OverLimit }.into(),
+            statuses,
+            response_headers_to_add: headers
+                .iter()
+                .filter_map(|(name, value)| {
+                    Some(HeaderValue {
+                        key: name.as_str().to_owned(),
+                        value: value.to_str().ok()?.to_owned(),
+                        raw_value: Vec::new(),
+                    })
+                })
+                .collect(),
+            raw_body,
+            ..RateLimitResponse::default()
+        })
+    }
+
+    /// One verdict per matched descriptor, in order, all-or-nothing.
+    async fn decide(&self, matched: &[Matched]) -> Result<Vec<Verdict>, Status> {
+        let inputs: Vec<CheckInput<'_>> = matched
+            .iter()
+            .map(|m| CheckInput {
+                policy: &m.policy.name,
+                key: &m.key,
+                cost: Some(m.cost),
+                tier: None,
+                endpoint: None,
+            })
+            .collect();
+        let now_ms = self.app.clock.now_ms();
+        let result = match inputs.as_slice() {
+            [one] => self.app.limiter.check(one, now_ms).await.map(|v| vec![v]),
+            many => self.app.limiter.check_batch(many, now_ms).await,
+        };
+        result.map_err(|err| match err {
+            LimitError::BackendUnavailable => Status::unavailable(
+                "the rate-limit backend is unavailable and the policy fails closed",
+            ),
+            LimitError::BadRequest { .. } | LimitError::CostExceedsCapacity { .. } => {
+                Status::invalid_argument(err.to_string())
+            }
+            LimitError::UnknownPolicy { .. } => Status::failed_precondition(err.to_string()),
+        })
+    }
+}
+
+fn status_of(verdict: &Verdict) -> DescriptorStatus {
+    let d = &verdict.decision;
+    let until_reset_ms = d.reset_ms.saturating_sub(verdict.now_ms);
+    DescriptorStatus {
+        code: if verdict.allowed {
+            Code::Ok
+        } else {
+            Code::OverLimit
+        }
+        .into(),
+        current_limit: Some(RateLimit {
+            name: verdict
+                .limit
+                .policy_header
+                .to_str()
+                .unwrap_or_default()
+                .to_owned(),
+            requests_per_unit: u32::try_from(d.limit).unwrap_or(u32::MAX),
+            unit: unit_of(verdict.limit.params.window_ms).into(),
+        }),
+        limit_remaining: u32::try_from(d.remaining).unwrap_or(u32::MAX),
+        duration_until_reset: Some(prost_types::Duration {
+            seconds: i64::try_from(until_reset_ms / 1000).unwrap_or(i64::MAX),
+            // Below 1e9, so it fits.
+            nanos: i32::try_from((until_reset_ms % 1000) * 1_000_000).unwrap_or(0),
+        }),
+    }
+}
+
+/// `current_limit` of a policy's base limit (a descriptor answered without a decision).
+fn current_limit(policy: &Policy) -> RateLimit {
+    RateLimit {
+        name: policy
+            .base
+            .policy_header
+            .to_str()
+            .unwrap_or_default()
+            .to_owned(),
+        requests_per_unit: u32::try_from(policy.base.params.limit).unwrap_or(u32::MAX),
+        unit: unit_of(policy.base.params.window_ms).into(),
+    }
+}
+
+/// The Envoy unit a window is exactly one of; `UNKNOWN` for any other window (the `name`
+/// still states it, as `w=` seconds).
+fn unit_of(window_ms: u64) -> Unit {
+    match window_ms {
+        1_000 => Unit::Second,
+        60_000 => Unit::Minute,
+        3_600_000 => Unit::Hour,
+        86_400_000 => Unit::Day,
+        _ => Unit::Unknown,
+    }
+}

