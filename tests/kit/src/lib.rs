@@ -16,6 +16,9 @@ use std::time::{Duration, Instant};
 
 use tempfile::TempDir;
 
+mod proxy;
+pub use proxy::{LatencyProxy, Partition};
+
 const INSTALL_HINT: &str = "redis-server / redis-cli not found: install them with \
     `apt-get install -y redis-server redis-tools` (Debian/Ubuntu); the Redis tests never skip";
 
