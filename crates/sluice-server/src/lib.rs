@@ -13,6 +13,7 @@ pub mod limiter;
 pub mod metrics;
 pub mod overrides;
 pub mod policy;
+pub mod region;
 pub mod server;
 pub mod telemetry;
 #[cfg(test)]
@@ -39,10 +40,14 @@ pub struct App {
     pub limits: Arc<RuntimeLimits>,
     /// `admin.token`; `None` keeps the admin API off.
     pub admin_token: Option<String>,
+    /// `[region]` as started: a reload cannot change it.
+    pub region: Arc<region::RegionConfig>,
 }
 
 impl App {
-    /// An app serving `config`'s policies on `store`, reading time from `clock`.
+    /// An app serving `config`'s policies on `store`, reading time from `clock`; with a
+    /// `[region]`, also on the global and replicated stores it describes (replication starts
+    /// here, so this must run inside a Tokio runtime).
     pub fn new(
         config: &Config,
         store: Arc<dyn Store>,
@@ -51,12 +56,16 @@ impl App {
         let limits = RuntimeLimits::new(config.policies.clone());
         let policies = limits.replace_file(config.policies.clone())?;
         let timeout = Duration::from_millis(config.backend.timeout_ms());
-        let limiter = Limiter::new(store, policies, Arc::new(Metrics::new()), timeout);
+        let stores = region::build(&config.region, &config.backend, clock.clone())
+            .map_err(|error| vec![error])?;
+        let limiter =
+            Limiter::new(store, policies, Arc::new(Metrics::new()), timeout).with_region(stores);
         Ok(App {
             limiter: Arc::new(limiter),
             clock,
             limits: Arc::new(limits),
             admin_token: (!config.admin.token.is_empty()).then(|| config.admin.token.clone()),
+            region: Arc::new(config.region.clone()),
         })
     }
 }

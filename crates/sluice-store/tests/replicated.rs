@@ -47,7 +47,10 @@ fn region(name: &str, local: &RedisServer, peer: (&str, String), budget: f64) ->
         sync_interval: Duration::from_millis(100),
         overshoot_budget: budget,
     };
-    store.set_policies(HashMap::from([("p".into(), replication), ("s".into(), replication)]));
+    store.set_policies(HashMap::from([
+        ("p".into(), replication),
+        ("s".into(), replication),
+    ]));
     store
 }
 
