@@ -312,3 +312,163 @@ pub fn build(
     }
     Ok(stores)
 }
+
+#[cfg(test)]
+mod tests {
+    use figment::providers::Env;
+
+    use crate::config::{ConfigSource, load_with_env};
+
+    const REGION: &str = r#"
+[backend]
+kind = "redis"
+url = "redis://127.0.0.1:6379"
+[region]
+name = "us-east"
+global = { kind = "redis", url = "redis://10.0.0.5:6379" }
+peers = [ { name = "ap-northeast", kind = "redis", url = "redis://10.1.0.5:6379" } ]
+"#;
+
+    /// `(field, message)` of every problem of `toml`, or none.
+    fn problems(toml: &str) -> Vec<(String, String)> {
+        match load_with_env(
+            &ConfigSource::Text {
+                name: "t.toml".into(),
+                toml: toml.into(),
+            },
+            Env::raw().only(&[]),
+        ) {
+            Ok(_) => Vec::new(),
+            Err(err) => err
+                .problems
+                .into_iter()
+                .map(|(_, p)| (p.field, p.message))
+                .collect(),
+        }
+    }
+
+    fn refused(toml: &str, field: &str, why: &str) {
+        let got = problems(toml);
+        assert!(
+            got.iter().any(|(f, m)| f == field && m.contains(why)),
+            "expected {field}: …{why}…, got {got:?}"
+        );
+    }
+
+    #[test]
+    fn the_spec_example_loads() {
+        let toml = format!(
+            "{REGION}
+[policies.billing]
+algorithm = \"fixed_window\"
+limit = 100
+window = \"60s\"
+scope = \"global\"
+[policies.public]
+algorithm = \"sliding_window_counter\"
+limit = 1000
+window = \"60s\"
+scope = \"replicated\"
+sync_interval = \"100ms\"
+overshoot_budget = 0.05
+"
+        );
+        assert_eq!(problems(&toml), Vec::new());
+    }
+
+    #[test]
+    fn algorithms_that_cannot_merge_are_refused_with_the_reason() {
+        for (algorithm, why) in [
+            ("token_bucket", "do not commute"),
+            ("gcra", "do not commute"),
+            ("leaky_bucket", "do not commute"),
+            ("sliding_window_log", "one entry per admitted request"),
+        ] {
+            let toml = format!(
+                "{REGION}\n[policies.p]\nalgorithm = \"{algorithm}\"\nlimit = 1000\nwindow = \"60s\"\nscope = \"replicated\"\n"
+            );
+            refused(&toml, "policies.p.algorithm", why);
+        }
+    }
+
+    #[test]
+    fn a_budget_the_sync_interval_cannot_keep_is_refused() {
+        // 2 · 500ms / 5s = 0.2 > 0.05.
+        let slow = format!(
+            "{REGION}\n[policies.p]\nalgorithm = \"fixed_window\"\nlimit = 1000\nwindow = \"5s\"\nscope = \"replicated\"\nsync_interval = \"500ms\"\n"
+        );
+        refused(
+            &slow,
+            "policies.p.overshoot_budget",
+            "cannot be kept at sync_interval 500ms",
+        );
+        // 0.05 · 10 = 0.5 request: less than one may be unacknowledged.
+        let tiny = format!(
+            "{REGION}\n[policies.p]\nalgorithm = \"fixed_window\"\nlimit = 10\nwindow = \"60s\"\nscope = \"replicated\"\n"
+        );
+        refused(&tiny, "policies.p.overshoot_budget", "at least 1 is needed");
+        // A tier's own limit is held to the same bound.
+        let tier = format!(
+            "{REGION}\n[policies.p]\nalgorithm = \"fixed_window\"\nlimit = 1000\nwindow = \"60s\"\nscope = \"replicated\"\ntiers = {{ free = {{ limit = 5 }} }}\n"
+        );
+        refused(&tier, "policies.p.overshoot_budget", "(tier free)");
+        for bad in ["0", "1.5", "-0.1"] {
+            let toml = format!(
+                "{REGION}\n[policies.p]\nalgorithm = \"fixed_window\"\nlimit = 1000\nwindow = \"60s\"\nscope = \"replicated\"\novershoot_budget = {bad}\n"
+            );
+            refused(&toml, "policies.p.overshoot_budget", "not a fraction");
+        }
+    }
+
+    #[test]
+    fn a_scope_without_its_backend_is_refused() {
+        let policy = |scope: &str| {
+            format!(
+                "[policies.p]\nalgorithm = \"fixed_window\"\nlimit = 1000\nwindow = \"60s\"\nscope = \"{scope}\"\n"
+            )
+        };
+        refused(&policy("global"), "policies.p.scope", "needs region.global");
+        refused(
+            &policy("replicated"),
+            "policies.p.scope",
+            "at least one region.peers",
+        );
+        refused(&policy("everywhere"), "policies.p.scope", "unknown scope");
+        // Peers write into this region's backend: process memory cannot be shared.
+        let memory = format!(
+            "{}\n{}",
+            REGION.replace(
+                "kind = \"redis\"\nurl = \"redis://127.0.0.1:6379\"",
+                "kind = \"memory\""
+            ),
+            policy("replicated")
+        );
+        refused(&memory, "policies.p.scope", "backend.kind redis or cluster");
+        let stray = "[policies.p]\nalgorithm = \"fixed_window\"\nlimit = 10\nwindow = \"1s\"\nsync_interval = \"100ms\"\n";
+        refused(stray, "policies.p.sync_interval", "only applies to scope");
+    }
+
+    #[test]
+    fn a_bad_region_section_names_its_field() {
+        refused(
+            "[region]\npeers = [ { name = \"b\", url = \"redis://x:1\" } ]\n",
+            "region.name",
+            "is required",
+        );
+        refused(
+            "[region]\nname = \"a\"\npeers = [ { name = \"a\", url = \"redis://x:1\" } ]\n",
+            "region.peers[0].name",
+            "cannot be this region",
+        );
+        refused(
+            "[region]\nname = \"a\"\npeers = [ { name = \"b\", kind = \"memory\" } ]\n",
+            "region.peers[0].kind",
+            "cannot be shared",
+        );
+        refused(
+            "[region]\nname = \"a\"\nglobal = { kind = \"redis\" }\n",
+            "region.global.url",
+            "needs a url",
+        );
+    }
+}

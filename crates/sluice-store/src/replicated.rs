@@ -500,11 +500,10 @@ impl ReplicatedStore {
             // No window before the epoch: a key of the same slot that is never written.
             None => format!("{}:none", window(index)),
         };
-        let span = if algorithm == Algorithm::SlidingWindowCounter {
-            2
-        } else {
-            1
-        };
+        // Every window hash lives one window past its end (2 · window at most, as SPEC
+        // allows): a sliding window counter still reads it, and a delivery late by up to a
+        // window still lands.
+        let span = 2;
         let peers = self.inner.peers.len();
         let partitioned = self
             .inner

@@ -74,10 +74,11 @@ for i = 1, n do
   local previous = 0
   if mode == 1 then
     previous = prev.sum
-    cur.expires = window_end + w
-  else
-    cur.expires = window_end
   end
+  -- Kept one window past its end, whatever the algorithm: a sliding window counter reads it
+  -- then, and for both a delivery late by up to a window still lands (and the regions'
+  -- counters of the last window can be compared).
+  cur.expires = window_end + w
   local elapsed = now - start
   local weighted = math.floor(previous * (w - elapsed) / w)
   local unacked = cur.own + cur.add - cur.ack
