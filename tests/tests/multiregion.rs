@@ -187,17 +187,20 @@ async fn sleep_until(at_ms: u64) {
     }
 }
 
-/// Reads every window's counters once its deliveries have landed (1.5 s after the window, or
-/// after `settled_ms`), while its hash still lives (one window past its end).
+/// Reads every window's counters once its deliveries have landed (1.5 s after the window;
+/// for a window that saw the partition, 2 s after the heal), while its hash still lives (one
+/// window past its end).
 async fn watch_counters(
     w: &World,
     key: &str,
     windows: std::ops::Range<u64>,
-    settled_ms: u64,
+    (cut, heal): (u64, u64),
 ) -> BTreeMap<u64, [u64; 4]> {
     let mut out = BTreeMap::new();
     for window in windows {
-        sleep_until(((window + 1) * WINDOW_MS + 1_500).max(settled_ms)).await;
+        let end = (window + 1) * WINDOW_MS;
+        let settled = if end > cut { heal + 2_000 } else { 0 };
+        sleep_until((end + 1_500).max(settled)).await;
         out.insert(window, counters(w, key, window));
     }
     out
@@ -226,7 +229,7 @@ async fn replicated_overshoot_stays_in_budget_and_a_partition_loses_nothing() {
         load(&w.a, "hot", rate, 6, until),
         load(&w.b, "hot", rate, 6, until),
         partition,
-        watch_counters(&w, "hot", first..first + windows, heal + 2_000),
+        watch_counters(&w, "hot", first..first + windows, (cut, heal)),
     );
 
     let limit = LIMIT as f64;
