@@ -26,6 +26,9 @@ use crate::top::TopKeys;
 /// The `op` of a batch call in `rate_limit_redis_duration_seconds`.
 const BATCH_OP: &str = "batch";
 
+/// Where a scope's checks go: the store, the bound on its calls, its `backend` timing label.
+type Route<'a> = (&'a dyn Store, Option<Duration>, Option<&'static str>);
+
 /// One check as the edge parsed it (borrowed from the request body).
 #[derive(Debug, Clone, Copy)]
 pub struct CheckInput<'a> {
@@ -143,7 +146,7 @@ impl Limiter {
     fn route(
         &self,
         scope: Scope,
-    ) -> Result<(&dyn Store, Option<Duration>, Option<&'static str>), StoreError> {
+    ) -> Result<Route<'_>, StoreError> {
         match scope {
             Scope::Local => Ok((&*self.store, self.timeout, self.redis)),
             Scope::Global => match &self.region.global {
