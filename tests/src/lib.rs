@@ -18,6 +18,8 @@ use sluice_server::server::{self, Listeners};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
+pub mod region;
+
 /// A round instant (aligned to every test window) so expected values are easy to read.
 pub const T0: u64 = 1_800_000_000_000;
 

@@ -14,11 +14,12 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use sluice_core::Algorithm;
 use sluice_store::keys;
-use sluice_testkit::{LatencyProxy, Partition, RedisServer};
+use sluice_testkit::{Partition, RedisServer};
+use sluice_tests::region::{World, now_ms, sleep_until};
 use sluice_tests::{Daemon, req};
 
 const WINDOW_MS: u64 = 5_000;
@@ -26,19 +27,9 @@ const LIMIT: u64 = 1_000;
 const BUDGET: f64 = 0.05;
 const ONE_WAY: Duration = Duration::from_millis(50);
 
-fn config(region: &str, local: &str, global: &str, peer: &str, peer_url: &str) -> String {
+fn policies() -> String {
     format!(
         r#"
-[backend]
-kind = "redis"
-url = "{local}"
-timeout = "500ms"
-
-[region]
-name = "{region}"
-global = {{ kind = "redis", url = "{global}", timeout = "2s" }}
-peers = [ {{ name = "{peer}", kind = "redis", url = "{peer_url}", timeout = "1s" }} ]
-
 [policies.shared]
 algorithm = "fixed_window"
 limit = {LIMIT}
@@ -58,54 +49,8 @@ fail = "closed"
     )
 }
 
-/// Regions a and b. The global backend lives in region a (a reaches it directly, b over the
-/// link); each region ships to the other's Redis over the link.
-struct World {
-    ra: RedisServer,
-    rb: RedisServer,
-    /// a → b (a's deliveries to b's Redis).
-    ab: LatencyProxy,
-    /// b → a (b's deliveries and b's global checks).
-    _ba: LatencyProxy,
-    a: Daemon,
-    b: Daemon,
-}
-
-impl World {
-    async fn start() -> World {
-        let (ra, rb) = (RedisServer::start(), RedisServer::start());
-        let addr = |s: &RedisServer| format!("127.0.0.1:{}", s.port()).parse().unwrap();
-        let ab = LatencyProxy::start(addr(&rb), ONE_WAY);
-        let ba = LatencyProxy::start(addr(&ra), ONE_WAY);
-        let a =
-            Daemon::with_wall_clock(&config("a", &ra.url(), &ra.url(), "b", &ab.redis_url())).await;
-        let b = Daemon::with_wall_clock(&config(
-            "b",
-            &rb.url(),
-            &ba.redis_url(),
-            "a",
-            &ba.redis_url(),
-        ))
-        .await;
-        World {
-            ra,
-            rb,
-            ab,
-            _ba: ba,
-            a,
-            b,
-        }
-    }
-}
-
-fn now_ms() -> u64 {
-    u64::try_from(
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap()
-            .as_millis(),
-    )
-    .unwrap()
+async fn world() -> World {
+    World::start(&policies(), ONE_WAY).await
 }
 
 /// What one region's load saw: admitted per window index, and the slowest check.
@@ -179,14 +124,6 @@ fn counters(w: &World, key: &str, window: u64) -> [u64; 4] {
     ]
 }
 
-/// Sleeps until unix time `at_ms`.
-async fn sleep_until(at_ms: u64) {
-    let now = now_ms();
-    if at_ms > now {
-        tokio::time::sleep(Duration::from_millis(at_ms - now)).await;
-    }
-}
-
 /// Reads every window's counters once its deliveries have landed (1.5 s after the window;
 /// for a window that saw the partition, 2 s after the heal), while its hash still lives (one
 /// window past its end).
@@ -208,7 +145,7 @@ async fn watch_counters(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replicated_overshoot_stays_in_budget_and_a_partition_loses_nothing() {
-    let w = World::start().await;
+    let w = world().await;
     // Each region offers 300/s: 1 500 per 5 s window each, three times the limit in total.
     let rate = 300;
     let first = now_ms() / WINDOW_MS + 1;
@@ -291,7 +228,7 @@ async fn replicated_overshoot_stays_in_budget_and_a_partition_loses_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn global_scope_is_exact_across_regions_and_pays_the_round_trip() {
-    let w = World::start().await;
+    let w = world().await;
     let mut tasks = Vec::new();
     for d in [&w.a, &w.b] {
         for _ in 0..8 {

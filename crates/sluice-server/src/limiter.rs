@@ -143,10 +143,7 @@ impl Limiter {
     /// The store of `scope`, the bound on its calls, and its `backend` label in
     /// `rate_limit_redis_duration_seconds` (only this region's Redis is timed there: a global
     /// round trip is not this region's Redis latency).
-    fn route(
-        &self,
-        scope: Scope,
-    ) -> Result<Route<'_>, StoreError> {
+    fn route(&self, scope: Scope) -> Result<Route<'_>, StoreError> {
         match scope {
             Scope::Local => Ok((&*self.store, self.timeout, self.redis)),
             Scope::Global => match &self.region.global {
