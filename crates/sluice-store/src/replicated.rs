@@ -22,7 +22,9 @@
 //! within `cap = floor(overshoot_budget · limit / (regions − 1))` ([`unacked_cap`]). When the
 //! last admission anywhere happens, the deciding region has seen all of every peer's
 //! consumption but its unacknowledged part, so `admitted ≤ limit + (regions − 1) · cap ≤
-//! (1 + overshoot_budget) · limit`, whatever the load or the latency. The price is throughput
+//! (1 + overshoot_budget) · limit`, whatever the load or the latency (a single check costing
+//! more than the cap passes only with nothing unacknowledged, so with such costs the bound is
+//! `limit + (regions − 1) · max(cap, cost)`). The price is throughput
 //! under latency: a region can have at most `cap` in flight per acknowledgement round trip
 //! (`sync_interval` + link RTT), which [`check_budget`] requires to cover the policy's rate.
 //!

@@ -135,6 +135,12 @@ async fn unacknowledged_consumption_is_capped_by_the_budget() {
     a.flush(0, &move || later).await;
     assert_eq!(field(&ra, "cap", "a:b"), "5");
     assert_eq!(admit(&a, &c, 8, later).await, 5);
+    // A check costing more than the cap passes only with nothing unacknowledged.
+    let big = check("p", "big", 100, 8);
+    assert!(a.check(&big, later).await.unwrap().allowed);
+    assert!(!a.check(&big, later).await.unwrap().allowed);
+    a.flush(0, &move || later + 100).await;
+    assert!(a.check(&big, later + 100).await.unwrap().allowed);
     // A sliding window counter counts the previous window's unacknowledged part too.
     let s = check("s", "cap", 100, 1);
     assert_eq!(admit(&a, &s, 6, now).await, 5);

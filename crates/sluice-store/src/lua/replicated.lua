@@ -7,7 +7,8 @@
 -- 'a:<peer>' is the highest own total that peer has acknowledged (also merged with max()).
 -- A region's view of a window is the sum of the 'r:' fields. Its unacknowledged consumption
 -- (own total minus the lowest acknowledgement, current and previous window) may not exceed
--- `cap`: this is what bounds the overshoot whatever the load and the link latency.
+-- `cap` (a single check above the cap passes only with nothing unacknowledged): this is what
+-- bounds the overshoot whatever the load and the link latency.
 --
 -- KEYS = per check: the hash of its current window, the hash of the previous window.
 -- ARGV = now_ms, n, ttl grace ms, own field ('r:<region>'), number of peers p, the p ack
@@ -100,7 +101,8 @@ for i = 1, n do
   local peek_remaining = room(used, unacked)
   local peek_reset = reset_of(current)
   local fits = used + cost <= limit
-  local allowed = fits and unacked + cost <= cap
+  -- A check costing more than the cap passes when nothing is unacknowledged, or it never would.
+  local allowed = fits and (unacked + cost <= cap or unacked == 0)
   local retry = 0
   if allowed then
     cur.add = cur.add + cost
