@@ -22,7 +22,9 @@ pub struct World {
     pub b: Daemon,
 }
 
-/// The config of one region: Redis backend, `[region]` and `policies` (TOML).
+/// The config of one region: Redis backend, `[region]` and `policies` (TOML). Timeouts are
+/// generous for a loaded 2-core machine; a peer's (3 s) is longer than any check may take, so
+/// a check that waited on a partitioned peer would show.
 pub fn region_config(
     region: &str,
     local: &str,
@@ -36,12 +38,12 @@ pub fn region_config(
 [backend]
 kind = "redis"
 url = "{local}"
-timeout = "500ms"
+timeout = "2s"
 
 [region]
 name = "{region}"
 global = {{ kind = "redis", url = "{global}", timeout = "2s" }}
-peers = [ {{ name = "{peer}", kind = "redis", url = "{peer_url}", timeout = "1s" }} ]
+peers = [ {{ name = "{peer}", kind = "redis", url = "{peer_url}", timeout = "3s" }} ]
 
 {policies}
 "#

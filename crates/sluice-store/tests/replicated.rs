@@ -11,10 +11,10 @@ use std::time::Duration;
 
 use sluice_core::{Algorithm, Params};
 use sluice_store::{
-    Check, PeerBackend, RedisStore, RedisStoreConfig, ReplicatedStore, ReplicatedStoreConfig,
-    Replication, SharedBackend, Store, keys,
+    Check, ClusterStore, ClusterStoreConfig, PeerBackend, RedisStore, RedisStoreConfig,
+    ReplicatedStore, ReplicatedStoreConfig, Replication, SharedBackend, Store, keys,
 };
-use sluice_testkit::{LatencyProxy, Partition, RedisServer};
+use sluice_testkit::{LatencyProxy, Partition, RedisCluster, RedisServer};
 
 const T0: u64 = 1_800_000_000_000;
 const WINDOW: u64 = 10_000;
@@ -208,4 +208,66 @@ async fn a_batch_is_all_or_nothing() {
     let again = a.check_all(&[x, y], now).await.unwrap();
     assert!(!again[0].allowed && again[1].allowed);
     assert_eq!(again[1].remaining, 2, "nothing consumed by a denied batch");
+}
+
+#[tokio::test]
+async fn a_region_on_a_cluster_replicates_to_a_single_server_and_back() {
+    let cluster = RedisCluster::start();
+    let rb = RedisServer::start();
+    let local = ClusterStore::new(ClusterStoreConfig {
+        nodes: cluster.urls(),
+        prefix: "rl".into(),
+        timeout: Duration::from_secs(2),
+        ..ClusterStoreConfig::default()
+    })
+    .unwrap();
+    local.wait_connected(Duration::from_secs(10)).await.unwrap();
+    let a = ReplicatedStore::new(ReplicatedStoreConfig {
+        region: "a".into(),
+        local: SharedBackend::Cluster(local.clone()),
+        peers: vec![PeerBackend {
+            name: "b".into(),
+            backend: backend(rb.url(), 1000),
+        }],
+        max_pending: 1000,
+    });
+    let replication = Replication {
+        sync_interval: Duration::from_millis(100),
+        overshoot_budget: 1.0,
+    };
+    a.set_policies(HashMap::from([("p".into(), replication)]));
+    let cluster_backend = SharedBackend::Cluster(local);
+    let b = ReplicatedStore::new(ReplicatedStoreConfig {
+        region: "b".into(),
+        local: backend(rb.url(), 2000),
+        peers: vec![PeerBackend {
+            name: "a".into(),
+            backend: cluster_backend,
+        }],
+        max_pending: 1000,
+    });
+    b.set_policies(HashMap::from([("p".into(), replication)]));
+    let now = T0 + 50;
+    let clock = move || now;
+    // Keys on many slots: each delivery groups its merges by slot.
+    let keys: [&'static str; 8] = ["k0", "k1", "k2", "k3", "k4", "k5", "k6", "k7"];
+    for key in keys {
+        assert_eq!(admit(&a, &check("p", key, 10, 1), 3, now).await, 3);
+        assert_eq!(admit(&b, &check("p", key, 10, 1), 4, now).await, 4);
+    }
+    assert_eq!(a.flush_all(0, &clock).await.delivered, 8);
+    assert_eq!(b.flush_all(0, &clock).await.delivered, 8);
+    for key in keys {
+        assert_eq!(field(&rb, key, "r:a"), "3");
+        // 3 of a's + 4 of b's seen on both sides: 3 more pass in each region.
+        assert_eq!(admit(&a, &check("p", key, 10, 1), 5, now).await, 3, "{key}");
+    }
+    // A batch across slots on a cluster is refused rather than split.
+    let err = a
+        .check_all(&[check("p", "k0", 10, 1), check("p", "k1", 10, 1)], now)
+        .await;
+    assert!(
+        keys::slot("p", "k0") == keys::slot("p", "k1") || err.is_err(),
+        "{err:?}"
+    );
 }
