@@ -7,7 +7,7 @@
 //! a sum of consumption per aligned window, which merges as a grow-only counter. Each window of
 //! a limit is one Redis hash ([`keys::window_key`]) with one field per region, `r:<region>`.
 //! This region's field grows by HINCRBY when a check is admitted here; a peer's field is only
-//! written by [`merge`](`lua/merge.lua`) with `max(stored, shipped)`. A region ships its
+//! written by the merge script (`lua/merge.lua`) with `max(stored, shipped)`. A region ships its
 //! *absolute* total, never a delta, so a late, duplicated or reordered delivery is harmless
 //! (max is idempotent, commutative and associative) and a retry can never double count. A
 //! region decides on the sum of every region's field it holds: its own consumption, exact, plus
