@@ -241,20 +241,27 @@ pub struct RegionStores {
     pub replicated: Option<ReplicatedStore>,
 }
 
-fn shared(remote: &RemoteConfig, prefix: &str) -> Result<SharedBackend, FieldError> {
-    let timeout = remote.timeout();
-    let built = match remote.kind.as_str() {
+/// A backend shared between regions; `cross_region`: reached over a link to another region.
+fn shared(
+    config: &RemoteConfig,
+    prefix: &str,
+    cross_region: bool,
+) -> Result<SharedBackend, FieldError> {
+    let timeout = config.timeout();
+    let built = match config.kind.as_str() {
         "cluster" => ClusterStore::new(ClusterStoreConfig {
-            nodes: remote.nodes.clone(),
+            nodes: config.nodes.clone(),
             prefix: prefix.to_owned(),
             timeout,
             ..ClusterStoreConfig::default()
         })
         .map(SharedBackend::Cluster),
         _ => RedisStore::new(RedisStoreConfig {
-            url: remote.url.clone(),
+            url: config.url.clone(),
             prefix: prefix.to_owned(),
             timeout,
+            // On a cross-region link Nagle would hold concurrent commands back a round trip.
+            tcp_nodelay: cross_region,
             ..RedisStoreConfig::default()
         })
         .map(SharedBackend::Redis),
@@ -274,7 +281,7 @@ pub fn build(
         return Ok(stores);
     }
     if let Some(global) = &region.global {
-        let store: Arc<dyn Store> = match shared(global, &backend.prefix)? {
+        let store: Arc<dyn Store> = match shared(global, &backend.prefix, true)? {
             SharedBackend::Redis(s) => Arc::new(s),
             SharedBackend::Cluster(s) => Arc::new(s),
         };
@@ -290,6 +297,7 @@ pub fn build(
                 ..RemoteConfig::default()
             },
             &backend.prefix,
+            false,
         )?;
         let peers = region
             .peers
@@ -297,7 +305,7 @@ pub fn build(
             .map(|peer| {
                 Ok(PeerBackend {
                     name: peer.name.clone(),
-                    backend: shared(peer, &backend.prefix)?,
+                    backend: shared(peer, &backend.prefix, true)?,
                 })
             })
             .collect::<Result<Vec<_>, FieldError>>()?;

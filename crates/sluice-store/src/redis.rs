@@ -48,11 +48,14 @@ impl RedisStore {
     /// Must be called within a Tokio runtime.
     pub fn new(config: RedisStoreConfig) -> Result<Self, ConfigError> {
         check_common(&config.prefix, config.timeout, config.max_in_flight)?;
-        let client =
-            redis::Client::open(config.url.as_str()).map_err(|e| ConfigError::InvalidUrl {
-                url: config.url.clone(),
-                reason: e.to_string(),
-            })?;
+        let invalid = |e: redis::RedisError| ConfigError::InvalidUrl {
+            url: config.url.clone(),
+            reason: e.to_string(),
+        };
+        let info = redis::IntoConnectionInfo::into_connection_info(config.url.as_str())
+            .map_err(invalid)?;
+        let tcp = redis::io::tcp::TcpSettings::default().set_nodelay(config.tcp_nodelay);
+        let client = redis::Client::open(info.set_tcp_settings(tcp)).map_err(invalid)?;
         let manager_config = ConnectionManagerConfig::new()
             .set_response_timeout(Some(config.timeout))
             .set_connection_timeout(Some(config.connect_timeout))
