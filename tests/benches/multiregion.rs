@@ -164,6 +164,14 @@ async fn cell(
 }
 
 fn main() {
+    // `cargo bench` passes `--bench`; `cargo test --all-targets` runs this binary without it,
+    // and a five-minute benchmark is no test.
+    if !std::env::args().any(|arg| arg == "--bench") {
+        eprintln!(
+            "multiregion: a benchmark; run it with `cargo bench -p sluice-tests --bench multiregion`"
+        );
+        return;
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
