@@ -335,6 +335,18 @@ impl Limiter {
                 field: Some(format!("checks[{i}].policy")),
             });
         }
+        if scope == Scope::Replicated && self.store.kind() == "cluster" {
+            let slot = |r: &Resolved<'_>| sluice_store::keys::slot(r.check.policy, r.check.key);
+            let first = slot(&resolved[0]);
+            if let Some(i) = resolved.iter().position(|r| slot(r) != first) {
+                return Err(LimitError::BadRequest {
+                    message: "a batch of replicated policies on a Redis Cluster must keep to \
+                              one slot (one script decides it); send these checks apart"
+                        .to_owned(),
+                    field: Some(format!("checks[{i}].key")),
+                });
+            }
+        }
         let started = Instant::now();
         let checks: Vec<Check<'_>> = resolved.iter().map(|r| r.check).collect();
         let mut decisions = match self.call_store_all(&checks, scope, now_ms, span).await {
