@@ -12,11 +12,13 @@ use std::sync::Arc;
 use sluice_api::CheckRequest;
 use sluice_client::Client;
 use sluice_server::App;
-use sluice_server::clock::ManualClock;
+use sluice_server::clock::{Clock, ManualClock, SystemClock};
 use sluice_server::config::{self, ConfigSource};
 use sluice_server::server::{self, Listeners};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
+
+pub mod region;
 
 /// A round instant (aligned to every test window) so expected values are easy to read.
 pub const T0: u64 = 1_800_000_000_000;
@@ -101,14 +103,24 @@ impl Daemon {
 
     /// A daemon serving `toml` (listen settings are the harness's own).
     pub async fn with_config(toml: &str) -> Daemon {
+        let clock = Arc::new(ManualClock::new(T0));
+        Daemon::with_clocks(toml, clock.clone(), clock).await
+    }
+
+    /// A daemon serving `toml` on the wall clock, for tests whose time is real (replication
+    /// between regions over real links). `clock` is then not the daemon's.
+    pub async fn with_wall_clock(toml: &str) -> Daemon {
+        Daemon::with_clocks(toml, Arc::new(SystemClock), Arc::new(ManualClock::new(T0))).await
+    }
+
+    async fn with_clocks(toml: &str, time: Arc<dyn Clock>, clock: Arc<ManualClock>) -> Daemon {
         let config = config::load(&ConfigSource::Text {
             name: "test.toml".to_owned(),
             toml: toml.to_owned(),
         })
         .unwrap();
         let store = sluice_server::backend::build_store(&config.backend).unwrap();
-        let clock = Arc::new(ManualClock::new(T0));
-        let app = App::new(&config, store, clock.clone()).unwrap();
+        let app = App::new(&config, store, time).unwrap();
         let dir = tempfile::tempdir().unwrap();
         let socket = dir.path().join("sluiced.sock");
         let unix = server::bind_unix(&socket, 0o660).unwrap();

@@ -20,7 +20,15 @@ pub const BUILTIN_NAME: &str = "<built-in examples/sluice.toml>";
 /// Top-level sections env vars may set. Anything else under `SLUICE_` (such as
 /// `SLUICE_SOCKET` or the CLI's `SLUICE_ADMIN_TOKEN`) is not config and must not reach the
 /// strict deserializer.
-const SECTIONS: [&str; 6] = ["listen", "backend", "telemetry", "admin", "policies", "rls"];
+const SECTIONS: [&str; 7] = [
+    "listen",
+    "backend",
+    "telemetry",
+    "admin",
+    "policies",
+    "rls",
+    "region",
+];
 
 /// The whole configuration file.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -33,6 +41,8 @@ pub struct Config {
     pub policies: BTreeMap<String, PolicyConfig>,
     /// `[[rls.descriptors]]`: how Envoy RLS descriptors map to policies.
     pub rls: RlsConfig,
+    /// `[region]`: multi-region limits (absent = single region).
+    pub region: crate::region::RegionConfig,
 }
 
 /// `[listen]`: where the daemon accepts connections.
@@ -170,6 +180,14 @@ pub struct PolicyConfig {
     pub tiers: BTreeMap<String, TierConfig>,
     /// Values of the `endpoint` metrics label recorded as themselves; others are `other`.
     pub endpoints: Vec<String>,
+    /// `local` (default) | `global` | `replicated` (SPEC "Multi-region").
+    pub scope: String,
+    /// `replicated`: consumption reaches every peer at least this often. Default 100ms.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sync_interval: Option<String>,
+    /// `replicated`: admitted may exceed the limit by at most this fraction. Default 0.05.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub overshoot_budget: Option<f64>,
 }
 
 impl Default for PolicyConfig {
@@ -183,6 +201,9 @@ impl Default for PolicyConfig {
             shadow: false,
             tiers: BTreeMap::new(),
             endpoints: Vec::new(),
+            scope: "local".to_owned(),
+            sync_interval: None,
+            overshoot_budget: None,
         }
     }
 }
@@ -346,12 +367,17 @@ impl Config {
         self.listen.validate(&mut errors);
         self.backend.validate(&mut errors);
         self.telemetry.validate(&mut errors);
-        if let Err(mut policy_errors) = crate::policy::PolicySet::compile(&self.policies) {
-            errors.append(&mut policy_errors);
-        }
+        let policies = match crate::policy::PolicySet::compile(&self.policies) {
+            Ok(policies) => Some(policies),
+            Err(mut policy_errors) => {
+                errors.append(&mut policy_errors);
+                None
+            }
+        };
         if let Err(mut rls_errors) = crate::rls::Rules::compile(&self.rls, &self.policies) {
             errors.append(&mut rls_errors);
         }
+        crate::region::validate(&self.region, &self.backend, policies.as_ref(), &mut errors);
         errors
     }
 }

@@ -13,6 +13,7 @@ pub mod limiter;
 pub mod metrics;
 pub mod overrides;
 pub mod policy;
+pub mod region;
 pub mod rls;
 pub mod server;
 pub mod telemetry;
@@ -45,10 +46,14 @@ pub struct App {
     pub admin_token: Option<Arc<str>>,
     /// `[[rls.descriptors]]`, swapped whole on reload.
     pub rls: Arc<ArcSwap<rls::Rules>>,
+    /// `[region]` as started: a reload cannot change it.
+    pub region: Arc<region::RegionConfig>,
 }
 
 impl App {
-    /// An app serving `config`'s policies on `store`, reading time from `clock`.
+    /// An app serving `config`'s policies on `store`, reading time from `clock`; with a
+    /// `[region]`, also on the global and replicated stores it describes (replication starts
+    /// here, so this must run inside a Tokio runtime).
     pub fn new(
         config: &Config,
         store: Arc<dyn Store>,
@@ -58,7 +63,10 @@ impl App {
         let policies = limits.replace_file(config.policies.clone())?;
         let timeout = Duration::from_millis(config.backend.timeout_ms());
         let rls = rls::Rules::compile(&config.rls, &config.policies)?;
-        let limiter = Limiter::new(store, policies, Arc::new(Metrics::new()), timeout);
+        let stores = region::build(&config.region, &config.backend, clock.clone())
+            .map_err(|error| vec![error])?;
+        let limiter =
+            Limiter::new(store, policies, Arc::new(Metrics::new()), timeout).with_region(stores);
         Ok(App {
             limiter: Arc::new(limiter),
             clock,
@@ -66,6 +74,7 @@ impl App {
             admin_token: (!config.admin.token.is_empty())
                 .then(|| config.admin.token.as_str().into()),
             rls: Arc::new(ArcSwap::from_pointee(rls)),
+            region: Arc::new(config.region.clone()),
         })
     }
 }

@@ -18,12 +18,16 @@ use crate::metrics::{
     BackendErrorLabels, BackendOpLabels, Metrics, PolicyLabels, PolicyReasonLabels,
     PolicyTierLabels, RequestLabels,
 };
-use crate::policy::{FailMode, Limit, NO_TIER, OTHER, Policy, PolicySet};
+use crate::policy::{FailMode, Limit, NO_TIER, OTHER, Policy, PolicySet, Scope};
+use crate::region::RegionStores;
 use crate::telemetry::{self, TraceParent};
 use crate::top::TopKeys;
 
 /// The `op` of a batch call in `rate_limit_redis_duration_seconds`.
 const BATCH_OP: &str = "batch";
+
+/// Where a scope's checks go: the store, the bound on its calls, its `backend` timing label.
+type Route<'a> = (&'a dyn Store, Option<Duration>, Option<&'static str>);
 
 /// One check as the edge parsed it (borrowed from the request body).
 #[derive(Debug, Clone, Copy)]
@@ -86,6 +90,8 @@ pub struct Limiter {
     none: Arc<str>,
     /// Who is being limited, per policy (`/v1/top`, `rate_limit_denied_keys_ratio`).
     top: TopKeys,
+    /// The stores of `scope = "global"` and `"replicated"` policies (`[region]`).
+    region: RegionStores,
 }
 
 /// A check resolved against its policy, not yet decided.
@@ -119,6 +125,40 @@ impl Limiter {
             other: OTHER.into(),
             none: NO_TIER.into(),
             top,
+            region: RegionStores::default(),
+        }
+    }
+
+    /// Routes `scope = "global"` and `"replicated"` policies to `stores`, and reports
+    /// replication in the metrics.
+    pub fn with_region(mut self, stores: RegionStores) -> Self {
+        if let Some(replicated) = &stores.replicated {
+            replicated.set_policies(self.policies.load().replicated());
+            replicated.set_observer(self.metrics.replication_observer());
+            self.metrics.prime_peers(&replicated.peers());
+        }
+        self.region = stores;
+        self
+    }
+
+    /// The store of `scope`, the bound on its calls, and its `backend` label in
+    /// `rate_limit_redis_duration_seconds` (only this region's Redis is timed there: a global
+    /// round trip is not this region's Redis latency).
+    fn route(&self, scope: Scope) -> Result<Route<'_>, StoreError> {
+        match scope {
+            Scope::Local => Ok((&*self.store, self.timeout, self.redis)),
+            Scope::Global => match &self.region.global {
+                Some((store, timeout)) => Ok((&**store, Some(*timeout), None)),
+                None => Err(StoreError::Unavailable(
+                    "no global backend ([region] global) is configured".into(),
+                )),
+            },
+            Scope::Replicated => match &self.region.replicated {
+                Some(store) => Ok((store, self.timeout, self.redis)),
+                None => Err(StoreError::Unavailable(
+                    "no peer regions ([region] peers) are configured".into(),
+                )),
+            },
         }
     }
 
@@ -137,6 +177,11 @@ impl Limiter {
 
     /// Brings the gauges computed from recent history up to `now_ms` (before a scrape).
     pub fn refresh_gauges(&self, now_ms: u64) {
+        if let Some(replicated) = &self.region.replicated {
+            for (peer, pending) in replicated.pending() {
+                self.metrics.set_replication_pending(peer, pending);
+            }
+        }
         for name in self.policies.load().names() {
             if let Some(ratio) = self.top.denied_keys_ratio(name, now_ms) {
                 self.metrics
@@ -158,6 +203,9 @@ impl Limiter {
     pub fn replace_policies(&self, policies: PolicySet) {
         self.metrics.prime(self.store.kind(), policies.names());
         self.top.retain_policies(policies.names());
+        if let Some(replicated) = &self.region.replicated {
+            replicated.set_policies(policies.replicated());
+        }
         self.policies.store(Arc::new(policies));
     }
 
@@ -189,7 +237,9 @@ impl Limiter {
         span.record("ratelimit.policy", &*resolved.policy.name);
         span.record("ratelimit.backend", self.store.kind());
         let started = Instant::now();
-        let result = self.call_store(&resolved.check, now_ms, &span).await;
+        let result = self
+            .call_store(&resolved.check, resolved.policy.scope, now_ms, &span)
+            .await;
         let verdict = match result {
             Ok(decision) => self.verdict(resolved, decision, now_ms, started),
             Err(err) => match self.failed(resolved, &err, now_ms, started) {
@@ -275,9 +325,32 @@ impl Limiter {
         for (i, input) in inputs.iter().enumerate() {
             resolved.push(self.resolve(&policies, input, Some(i))?);
         }
+        let scope = resolved[0].policy.scope;
+        if let Some(i) = resolved.iter().position(|r| r.policy.scope != scope) {
+            return Err(LimitError::BadRequest {
+                message: format!(
+                    "a batch cannot mix scopes ({} and {}): all-or-nothing does not span regions",
+                    scope.as_str(),
+                    resolved[i].policy.scope.as_str()
+                ),
+                field: Some(format!("checks[{i}].policy")),
+            });
+        }
+        if scope == Scope::Replicated && self.store.kind() == "cluster" {
+            let slot = |r: &Resolved<'_>| sluice_store::keys::slot(r.check.policy, r.check.key);
+            let first = slot(&resolved[0]);
+            if let Some(i) = resolved.iter().position(|r| slot(r) != first) {
+                return Err(LimitError::BadRequest {
+                    message: "a batch of replicated policies on a Redis Cluster must keep to \
+                              one slot (one script decides it); send these checks apart"
+                        .to_owned(),
+                    field: Some(format!("checks[{i}].key")),
+                });
+            }
+        }
         let started = Instant::now();
         let checks: Vec<Check<'_>> = resolved.iter().map(|r| r.check).collect();
-        let mut decisions = match self.call_store_all(&checks, now_ms, span).await {
+        let mut decisions = match self.call_store_all(&checks, scope, now_ms, span).await {
             Ok(decisions) => decisions,
             Err(err) => return self.batch_failed(resolved, &err, now_ms, started),
         };
@@ -293,7 +366,7 @@ impl Limiter {
                 .collect();
             if !retry.is_empty() {
                 let again: Vec<Check<'_>> = retry.iter().map(|&i| resolved[i].check).collect();
-                match self.call_store_all(&again, now_ms, span).await {
+                match self.call_store_all(&again, scope, now_ms, span).await {
                     Ok(second) => {
                         for (slot, decision) in retry.iter().zip(second) {
                             decisions[*slot] = decision;
@@ -366,23 +439,25 @@ impl Limiter {
     async fn call_store(
         &self,
         check: &Check<'_>,
+        scope: Scope,
         now_ms: u64,
         span: &Span,
     ) -> Result<Decision, StoreError> {
+        let (store, timeout, redis) = self.route(scope)?;
         let op = check.params.algorithm.as_str();
-        let child = telemetry::backend_span(span, self.store.kind(), op);
-        if let Some(result) = self.store.check_now(check, now_ms) {
-            self.backend_call_done(&child, op, None, result.as_ref().err());
+        let child = telemetry::backend_span(span, store.kind(), op);
+        if let Some(result) = store.check_now(check, now_ms) {
+            self.backend_call_done(&child, redis, op, None, result.as_ref().err());
             return result;
         }
-        let started = self.redis.map(|_| Instant::now());
-        let result = match self.timeout {
-            None => self.store.check(check, now_ms).await,
-            Some(limit) => tokio::time::timeout(limit, self.store.check(check, now_ms))
+        let started = redis.map(|_| Instant::now());
+        let result = match timeout {
+            None => store.check(check, now_ms).await,
+            Some(limit) => tokio::time::timeout(limit, store.check(check, now_ms))
                 .await
                 .unwrap_or(Err(StoreError::Timeout)),
         };
-        self.backend_call_done(&child, op, started, result.as_ref().err());
+        self.backend_call_done(&child, redis, op, started, result.as_ref().err());
         result
     }
 
@@ -390,18 +465,20 @@ impl Limiter {
     async fn call_store_all(
         &self,
         checks: &[Check<'_>],
+        scope: Scope,
         now_ms: u64,
         span: &Span,
     ) -> Result<Vec<Decision>, StoreError> {
-        let child = telemetry::backend_span(span, self.store.kind(), BATCH_OP);
-        let started = self.redis.map(|_| Instant::now());
-        let result = match self.timeout {
-            None => self.store.check_all(checks, now_ms).await,
-            Some(limit) => tokio::time::timeout(limit, self.store.check_all(checks, now_ms))
+        let (store, timeout, redis) = self.route(scope)?;
+        let child = telemetry::backend_span(span, store.kind(), BATCH_OP);
+        let started = redis.map(|_| Instant::now());
+        let result = match timeout {
+            None => store.check_all(checks, now_ms).await,
+            Some(limit) => tokio::time::timeout(limit, store.check_all(checks, now_ms))
                 .await
                 .unwrap_or(Err(StoreError::Timeout)),
         };
-        self.backend_call_done(&child, BATCH_OP, started, result.as_ref().err());
+        self.backend_call_done(&child, redis, BATCH_OP, started, result.as_ref().err());
         result
     }
 
@@ -410,11 +487,12 @@ impl Limiter {
     fn backend_call_done(
         &self,
         span: &Span,
+        redis: Option<&'static str>,
         op: &'static str,
         started: Option<Instant>,
         err: Option<&StoreError>,
     ) {
-        if let (Some(backend), Some(started)) = (self.redis, started) {
+        if let (Some(backend), Some(started)) = (redis, started) {
             self.metrics
                 .redis_duration
                 .get_or_create(&BackendOpLabels { backend, op })

@@ -180,6 +180,9 @@ fn reload(app: &App, source: &ConfigSource) {
     let compiled = config::load(source)
         .map_err(|err| err.to_string())
         .and_then(|config| {
+            if config.region != *app.region {
+                return Err("[region] changed: it is read at start, restart to apply it".into());
+            }
             let rls = sluice_server::rls::Rules::compile(&config.rls, &config.policies)
                 .map_err(|errors| format!("{errors:?}"))?;
             app.limits

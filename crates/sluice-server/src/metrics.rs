@@ -19,6 +19,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 use sluice_core::Algorithm;
+use sluice_store::ReplicationObserver;
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 pub struct RequestLabels {
@@ -67,6 +68,11 @@ pub struct PolicyTierLabels {
     pub plan_tier: Arc<str>,
 }
 
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct PeerLabels {
+    pub peer: Arc<str>,
+}
+
 type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
 
 const REDIS_BUCKETS: [f64; 6] = [0.001, 0.005, 0.01, 0.025, 0.05, 0.1];
@@ -74,6 +80,10 @@ const CHECK_BUCKETS: [f64; 12] = [
     0.000_025, 0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1,
 ];
 const UTILIZATION_BUCKETS: [f64; 6] = [0.5, 0.75, 0.9, 0.95, 0.99, 1.0];
+/// From a fast link (sync_interval 10ms) to a partition of a minute.
+const LAG_BUCKETS: [f64; 12] = [
+    0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+];
 
 /// A metric registered so that it is described even while it has no series.
 #[derive(Debug)]
@@ -105,6 +115,10 @@ fn utilization_histogram() -> Histogram {
     Histogram::new(UTILIZATION_BUCKETS)
 }
 
+fn lag_histogram() -> Histogram {
+    Histogram::new(LAG_BUCKETS)
+}
+
 /// The daemon's metrics and the registry that exports them.
 #[derive(Debug)]
 pub struct Metrics {
@@ -120,6 +134,9 @@ pub struct Metrics {
     pub config_reloads: Family<ResultLabels, Counter>,
     pub utilization: HistogramFamily<PolicyTierLabels>,
     pub denied_keys_ratio: Family<PolicyLabels, Gauge<f64, AtomicU64>>,
+    pub replication_lag: HistogramFamily<PeerLabels>,
+    pub replication_pending: Family<PeerLabels, Gauge>,
+    pub replication_errors: Family<PeerLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -145,6 +162,10 @@ impl Metrics {
         let utilization: HistogramFamily<PolicyTierLabels> =
             Family::new_with_constructor(utilization_histogram);
         let denied_keys_ratio = Family::<PolicyLabels, Gauge<f64, AtomicU64>>::default();
+        let replication_lag: HistogramFamily<PeerLabels> =
+            Family::new_with_constructor(lag_histogram);
+        let replication_pending = Family::<PeerLabels, Gauge>::default();
+        let replication_errors = Family::<PeerLabels, Counter>::default();
 
         registry.register(
             "rate_limit_requests",
@@ -201,6 +222,21 @@ impl Metrics {
             "Share of distinct keys denied at least once in the last 5 minutes",
             Described(denied_keys_ratio.clone()),
         );
+        registry.register(
+            "rate_limit_replication_lag_seconds",
+            "Time from a replicated consumption to its acknowledgement by a peer region",
+            Described(replication_lag.clone()),
+        );
+        registry.register(
+            "rate_limit_replication_pending",
+            "Window totals buffered for a peer region, not yet delivered",
+            Described(replication_pending.clone()),
+        );
+        registry.register(
+            "rate_limit_replication_errors",
+            "Failed deliveries to a peer region, and updates refused by a full buffer",
+            Described(replication_errors.clone()),
+        );
         Metrics {
             registry,
             requests,
@@ -214,7 +250,35 @@ impl Metrics {
             config_reloads,
             utilization,
             denied_keys_ratio,
+            replication_lag,
+            replication_pending,
+            replication_errors,
         }
+    }
+
+    /// Creates the zero series of every peer region.
+    pub fn prime_peers(&self, peers: &[Arc<str>]) {
+        for peer in peers {
+            let labels = PeerLabels { peer: peer.clone() };
+            drop(self.replication_lag.get_or_create(&labels));
+            drop(self.replication_pending.get_or_create(&labels));
+            drop(self.replication_errors.get_or_create(&labels));
+        }
+    }
+
+    /// Sets `rate_limit_replication_pending` of `peer`.
+    pub fn set_replication_pending(&self, peer: Arc<str>, pending: usize) {
+        self.replication_pending
+            .get_or_create(&PeerLabels { peer })
+            .set(i64::try_from(pending).unwrap_or(i64::MAX));
+    }
+
+    /// What the replicated store reports, recorded into these metrics.
+    pub fn replication_observer(&self) -> Arc<dyn ReplicationObserver> {
+        Arc::new(ReplicationMetrics {
+            lag: self.replication_lag.clone(),
+            errors: self.replication_errors.clone(),
+        })
     }
 
     /// Creates the zero series of every policy (and, on Redis, of every backend operation), so
@@ -375,6 +439,28 @@ impl PolicyMeters {
                     .clone()
             })
             .observe(seconds);
+    }
+}
+
+/// The replication metrics, as the replicated store's observer.
+#[derive(Debug)]
+struct ReplicationMetrics {
+    lag: HistogramFamily<PeerLabels>,
+    errors: Family<PeerLabels, Counter>,
+}
+
+impl ReplicationObserver for ReplicationMetrics {
+    fn delivered(&self, peer: &str, lags: &[std::time::Duration]) {
+        let histogram = self.lag.get_or_create(&PeerLabels { peer: peer.into() });
+        for lag in lags {
+            histogram.observe(lag.as_secs_f64());
+        }
+    }
+
+    fn failed(&self, peer: &str) {
+        self.errors
+            .get_or_create(&PeerLabels { peer: peer.into() })
+            .inc();
     }
 }
 

@@ -37,6 +37,32 @@ impl FailMode {
     }
 }
 
+/// Where a policy's counters live (SPEC "Multi-region").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Scope {
+    /// This region's backend only.
+    Local,
+    /// The one global backend: exact across regions, pays the round trip.
+    Global,
+    /// This region's backend, consumption shipped to every peer region.
+    Replicated,
+}
+
+impl Scope {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scope::Local => "local",
+            Scope::Global => "global",
+            Scope::Replicated => "replicated",
+        }
+    }
+}
+
+/// Default `sync_interval` of a replicated policy.
+pub const DEFAULT_SYNC_INTERVAL_MS: u64 = 100;
+/// Default `overshoot_budget` of a replicated policy.
+pub const DEFAULT_OVERSHOOT_BUDGET: f64 = 0.05;
+
 /// The parameters of one (policy, tier) and what they always put in headers.
 #[derive(Debug, Clone)]
 pub struct Limit {
@@ -71,6 +97,9 @@ pub struct Policy {
     pub endpoints: Names<(Arc<str>, usize)>,
     /// The metric series of this policy's checks, by tier and endpoint slot.
     pub meters: PolicyMeters,
+    pub scope: Scope,
+    /// `Some` exactly when `scope` is `Replicated`.
+    pub replication: Option<sluice_store::Replication>,
 }
 
 /// `plan_tier` label of a check without a tier.
@@ -160,6 +189,19 @@ impl PolicySet {
 
     pub fn get(&self, name: &str) -> Option<&Arc<Policy>> {
         self.policies.get(name)
+    }
+
+    /// Every policy.
+    pub fn iter(&self) -> impl Iterator<Item = &Arc<Policy>> {
+        self.policies.values()
+    }
+
+    /// The replication settings of every replicated policy.
+    pub fn replicated(&self) -> HashMap<Box<str>, sluice_store::Replication> {
+        self.policies
+            .values()
+            .filter_map(|p| p.replication.map(|r| (Box::from(&*p.name), r)))
+            .collect()
     }
 
     /// Every policy name.
@@ -317,6 +359,7 @@ fn compile_policy(
             ));
         }
     }
+    let (scope, replication) = compile_scope(name, config, errors);
     // Zero values are reported above; what is left to check is how the values combine.
     let (Some(algorithm), Some(limit), Some(window_ms)) = (algorithm, limit, window_ms) else {
         return None;
@@ -374,7 +417,79 @@ fn compile_policy(
             OTHER_TIER_SLOT + 1 + config.tiers.len(),
             OTHER_ENDPOINT_SLOT + 1 + config.endpoints.len(),
         ),
+        scope,
+        replication,
     })
+}
+
+/// `scope`, `sync_interval` and `overshoot_budget` on their own; how they fit `[region]` and
+/// the policy's rate is checked by `region::validate`.
+fn compile_scope(
+    name: &str,
+    config: &PolicyConfig,
+    errors: &mut Vec<FieldError>,
+) -> (Scope, Option<sluice_store::Replication>) {
+    let field = |key: &str| format!("policies.{name}.{key}");
+    let scope = match config.scope.as_str() {
+        "local" => Scope::Local,
+        "global" => Scope::Global,
+        "replicated" => Scope::Replicated,
+        other => {
+            errors.push(FieldError::new(
+                field("scope"),
+                format!("unknown scope {other:?}; expected local, global or replicated"),
+            ));
+            Scope::Local
+        }
+    };
+    if scope != Scope::Replicated {
+        for (key, set) in [
+            ("sync_interval", config.sync_interval.is_some()),
+            ("overshoot_budget", config.overshoot_budget.is_some()),
+        ] {
+            if set {
+                errors.push(FieldError::new(
+                    field(key),
+                    format!(
+                        "only applies to scope = \"replicated\" (this policy is {scope:?})",
+                        scope = scope.as_str()
+                    ),
+                ));
+            }
+        }
+        return (scope, None);
+    }
+    let interval_ms = match config.sync_interval.as_deref() {
+        None => DEFAULT_SYNC_INTERVAL_MS,
+        Some(text) => match parse_duration_ms(text) {
+            Ok(ms) if (10..=60_000).contains(&ms) => ms,
+            Ok(_) => {
+                errors.push(FieldError::new(
+                    field("sync_interval"),
+                    "sync_interval must be between 10ms and 60s",
+                ));
+                DEFAULT_SYNC_INTERVAL_MS
+            }
+            Err(why) => {
+                errors.push(FieldError::new(field("sync_interval"), why));
+                DEFAULT_SYNC_INTERVAL_MS
+            }
+        },
+    };
+    let budget = config.overshoot_budget.unwrap_or(DEFAULT_OVERSHOOT_BUDGET);
+    if !(budget > 0.0 && budget <= 1.0) {
+        errors.push(FieldError::new(
+            field("overshoot_budget"),
+            format!("{budget} is not a fraction above 0 and at most 1 (0.05 = 5% over the limit)"),
+        ));
+    }
+    (
+        scope,
+        Some(sluice_store::Replication {
+            sync_interval: std::time::Duration::from_millis(interval_ms),
+            overshoot_budget: budget,
+        }),
+    )
 }
 
 fn make_limit(policy: &str, params: Params, tier: &str, tier_slot: usize) -> Limit {

@@ -232,6 +232,25 @@ fn map_error(e: &FredError) -> StoreError {
     }
 }
 
+impl ClusterStore {
+    /// Runs one script within the in-flight bound and the timeout (the replicated scope's
+    /// scripts, which live beside the check scripts).
+    pub(crate) async fn run_script(
+        &self,
+        script: ScriptId,
+        keys: Vec<String>,
+        args: Vec<String>,
+    ) -> Result<Vec<i64>, StoreError> {
+        let inner: &Inner = &self.inner;
+        self.bounded(inner.run(script, keys, args)).await
+    }
+
+    /// The key prefix and TTL grace of this store.
+    pub(crate) fn layout(&self) -> &Layout {
+        &self.inner.layout
+    }
+}
+
 #[async_trait]
 impl Runner for Inner {
     async fn run(

@@ -53,6 +53,10 @@ pub struct RedisStoreConfig {
     /// again. Keeping a key longer never changes a decision (an expired state decides as a
     /// fresh one); it only costs memory. Tests replaying synthetic time use it.
     pub ttl_grace: Duration,
+    /// Sets `TCP_NODELAY` on the connection. Default false (the client's default: small
+    /// concurrent commands may be coalesced). True for a link to another region, where
+    /// Nagle's algorithm would hold a command back for up to a round trip.
+    pub tcp_nodelay: bool,
 }
 
 impl Default for RedisStoreConfig {
@@ -64,6 +68,7 @@ impl Default for RedisStoreConfig {
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             max_in_flight: DEFAULT_MAX_IN_FLIGHT,
             ttl_grace: Duration::ZERO,
+            tcp_nodelay: false,
         }
     }
 }

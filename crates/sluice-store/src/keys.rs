@@ -65,6 +65,27 @@ pub fn limit_keys(prefix: &str, policy: &str, key: &str, algorithm: Algorithm) -
         .collect()
 }
 
+/// The window hash of a replicated limit (scope = "replicated"): one Redis hash per window,
+/// `{prefix}:{<policy>:<key>}:r<fw|swc>:<window_ms>:<window index>`, holding one field per
+/// region (`r:<region>`) and one per acknowledging peer (`a:<peer>`). The window length is
+/// part of the name so a reload that changes it starts fresh windows instead of misreading
+/// old ones; the algorithm is, so a policy that changes algorithm starts fresh.
+pub fn window_key(
+    prefix: &str,
+    policy: &str,
+    key: &str,
+    algorithm: Algorithm,
+    window_ms: u64,
+    index: u64,
+) -> String {
+    let tag = hash_tag(policy, key);
+    let family = match algorithm {
+        Algorithm::SlidingWindowCounter => "rswc",
+        _ => "rfw",
+    };
+    format!("{prefix}:{{{tag}}}:{family}:{window_ms}:{index}")
+}
+
 /// The Redis Cluster slot of every key of `(policy, key)` (CRC16 of the hash tag, mod 16384).
 pub fn slot(policy: &str, key: &str) -> u16 {
     key_slot(&hash_tag(policy, key))

@@ -11,6 +11,11 @@
 //!   multiplexed auto-reconnecting connection.
 //! - [`ClusterStore`] (`backend.kind = "cluster"`): Redis Cluster, `fred` crate.
 //!
+//! Multi-region (`[region]`) is a storage concern too: `scope = "global"` policies decide on
+//! a plain store of the global backend; `scope = "replicated"` ones on a [`ReplicatedStore`],
+//! which wraps this region's backend and the peers' and ships per-region window counters
+//! between them (see [`replicated`] for the state, the overshoot bound and partitions).
+//!
 //! On Redis each algorithm is a Lua script (`src/lua/`) mirroring the core's integer
 //! arithmetic exactly, run by EVALSHA with the daemon's `now` (loaded on NOSCRIPT, never
 //! re-sent per call): one check is one EVALSHA. Keys follow [`keys`]:
@@ -31,6 +36,7 @@ pub mod keys;
 mod memory;
 mod overrides;
 mod redis;
+pub mod replicated;
 mod scripts;
 mod store;
 
@@ -42,4 +48,8 @@ pub use config::{
 pub use error::StoreError;
 pub use memory::{MemoryStore, MemoryStoreConfig};
 pub use redis::RedisStore;
+pub use replicated::{
+    PeerBackend, ReplicatedStore, ReplicatedStoreConfig, Replication, ReplicationObserver,
+    SharedBackend,
+};
 pub use store::{Check, LimitOverride, Store};

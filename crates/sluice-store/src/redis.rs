@@ -48,11 +48,14 @@ impl RedisStore {
     /// Must be called within a Tokio runtime.
     pub fn new(config: RedisStoreConfig) -> Result<Self, ConfigError> {
         check_common(&config.prefix, config.timeout, config.max_in_flight)?;
-        let client =
-            redis::Client::open(config.url.as_str()).map_err(|e| ConfigError::InvalidUrl {
-                url: config.url.clone(),
-                reason: e.to_string(),
-            })?;
+        let invalid = |e: redis::RedisError| ConfigError::InvalidUrl {
+            url: config.url.clone(),
+            reason: e.to_string(),
+        };
+        let info = redis::IntoConnectionInfo::into_connection_info(config.url.as_str())
+            .map_err(invalid)?;
+        let tcp = redis::io::tcp::TcpSettings::default().set_nodelay(config.tcp_nodelay);
+        let client = redis::Client::open(info.set_tcp_settings(tcp)).map_err(invalid)?;
         let manager_config = ConnectionManagerConfig::new()
             .set_response_timeout(Some(config.timeout))
             .set_connection_timeout(Some(config.connect_timeout))
@@ -123,6 +126,25 @@ pub(crate) fn map_error(e: &redis::RedisError) -> StoreError {
         StoreError::Unavailable(e.to_string())
     } else {
         StoreError::Backend(e.to_string())
+    }
+}
+
+impl RedisStore {
+    /// Runs one script within the in-flight bound and the timeout (the replicated scope's
+    /// scripts, which live beside the check scripts).
+    pub(crate) async fn run_script(
+        &self,
+        script: ScriptId,
+        keys: Vec<String>,
+        args: Vec<String>,
+    ) -> Result<Vec<i64>, StoreError> {
+        let inner: &Inner = &self.inner;
+        self.bounded(inner.run(script, keys, args)).await
+    }
+
+    /// The key prefix and TTL grace of this store.
+    pub(crate) fn layout(&self) -> &Layout {
+        &self.inner.layout
     }
 }
 

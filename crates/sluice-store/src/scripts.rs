@@ -28,6 +28,8 @@ const GCRA: &str = include_str!("lua/gcra.lua");
 const CHECK_MAIN: &str = include_str!("lua/check.lua");
 const BATCH_MAIN: &str = include_str!("lua/batch.lua");
 const REFUND_MAIN: &str = include_str!("lua/refund.lua");
+const REPLICATED_MAIN: &str = include_str!("lua/replicated.lua");
+const MERGE_MAIN: &str = include_str!("lua/merge.lua");
 
 /// Which script to run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,6 +38,10 @@ pub(crate) enum ScriptId {
     Check(usize),
     Batch,
     Refund,
+    /// Replicated window counters (scope = "replicated"), see `replicated.rs`.
+    Replicated,
+    /// max()-merge of per-region totals and acknowledgements.
+    Merge,
 }
 
 impl ScriptId {
@@ -45,6 +51,8 @@ impl ScriptId {
             ScriptId::Check(i) => i,
             ScriptId::Batch => CHECK_FUNCTIONS.len(),
             ScriptId::Refund => CHECK_FUNCTIONS.len() + 1,
+            ScriptId::Replicated => CHECK_FUNCTIONS.len() + 2,
+            ScriptId::Merge => CHECK_FUNCTIONS.len() + 3,
         }
     }
 }
@@ -58,7 +66,8 @@ const CHECK_FUNCTIONS: [(&str, &str); 5] = [
     ("gcra", GCRA),
 ];
 
-/// Script sources, indexed by [`ScriptId::index`]: five check scripts, batch, refund.
+/// Script sources, indexed by [`ScriptId::index`]: five check scripts, batch, refund,
+/// replicated, merge.
 pub(crate) fn sources() -> &'static [String] {
     static SOURCES: LazyLock<Vec<String>> = LazyLock::new(|| {
         let mut all: Vec<String> = CHECK_FUNCTIONS
@@ -68,6 +77,8 @@ pub(crate) fn sources() -> &'static [String] {
         let library: String = CHECK_FUNCTIONS.iter().map(|(_, body)| *body).collect();
         all.push(format!("{COMMON}{library}{BATCH_MAIN}"));
         all.push(format!("{COMMON}{library}{REFUND_MAIN}"));
+        all.push(format!("{COMMON}{SLIDING_WINDOW_COUNTER}{REPLICATED_MAIN}"));
+        all.push(MERGE_MAIN.to_owned());
         all
     });
     &SOURCES
@@ -163,7 +174,7 @@ fn outcome(limit: u64, fields: &[i64]) -> Result<Outcome, StoreError> {
 }
 
 /// Refuses what the core would refuse, before anything is sent.
-fn validate(check: &Check<'_>) -> Result<(), StoreError> {
+pub(crate) fn validate(check: &Check<'_>) -> Result<(), StoreError> {
     check.params.validate().map_err(|e| {
         StoreError::Backend(format!("invalid parameters for {}: {e}", check.policy))
     })?;

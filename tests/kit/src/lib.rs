@@ -19,6 +19,8 @@ use tempfile::TempDir;
 
 mod proxies;
 pub use proxies::{Envoy, Nginx};
+mod proxy;
+pub use proxy::{LatencyProxy, Partition};
 
 const INSTALL_HINT: &str = "redis-server / redis-cli not found: install them with \
     `apt-get install -y redis-server redis-tools` (Debian/Ubuntu); the Redis tests never skip";

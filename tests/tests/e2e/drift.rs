@@ -12,7 +12,7 @@ use crate::assets::{self, Expr};
 
 /// SPEC's metric table: (name, type). Counters are exported as `<name>` samples too, since
 /// every SPEC counter name already ends in `_total`.
-const SPEC_METRICS: [(&str, &str); 11] = [
+const SPEC_METRICS: [(&str, &str); 14] = [
     ("rate_limit_requests_total", "counter"),
     ("rate_limit_redis_duration_seconds", "histogram"),
     ("rate_limit_check_duration_seconds", "histogram"),
@@ -24,6 +24,10 @@ const SPEC_METRICS: [(&str, &str); 11] = [
     ("rate_limit_config_reloads_total", "counter"),
     ("rate_limit_utilization", "histogram"),
     ("rate_limit_denied_keys_ratio", "gauge"),
+    // SPEC "Multi-region".
+    ("rate_limit_replication_lag_seconds", "histogram"),
+    ("rate_limit_replication_pending", "gauge"),
+    ("rate_limit_replication_errors_total", "counter"),
 ];
 
 /// The text of `/metrics` after a few allowed, rejected, tiered and shadow checks.
