@@ -218,6 +218,23 @@ pub fn header<'a>(headers: &'a http::HeaderMap, name: &str) -> &'a str {
         .unwrap()
 }
 
+/// Asserts the decision headers of an allowed answer, as a daemon or a proxy in front of it
+/// passes them on: the limit, what is left, the policy's `RateLimit-Policy`, no Retry-After.
+pub fn assert_allowed_headers(
+    headers: &http::HeaderMap,
+    limit: u64,
+    remaining: u64,
+    ratelimit_policy: &str,
+) {
+    assert_eq!(header(headers, "x-ratelimit-limit"), limit.to_string());
+    assert_eq!(
+        header(headers, "x-ratelimit-remaining"),
+        remaining.to_string()
+    );
+    assert_eq!(header(headers, "ratelimit-policy"), ratelimit_policy);
+    assert!(headers.get("retry-after").is_none());
+}
+
 /// Requests admitted when `clients` concurrent clients (half over the socket, half over TCP:
 /// the listeners share one limiter) each send `each` checks of `policy` for one hot key.
 /// A degraded (fail-open) answer fails the test: it would count as admitted.

@@ -89,6 +89,43 @@ fn log_of(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap_or_default()
 }
 
+/// How a proxy process is started and known to be up.
+struct Started<'a> {
+    what: &'a str,
+    hint: &'a str,
+    /// Its log, shown if it exits before it is ready.
+    log: &'a Path,
+    waiting_for: &'a str,
+    within: Duration,
+}
+
+/// Spawns `command` (no stdio) into `child`, which the caller's handle already owns so a
+/// panic below still kills the process, then waits until `ready`, failing at once with the
+/// log if the process exits first.
+fn spawn_until_ready(
+    child: &mut Option<Child>,
+    mut command: Command,
+    how: Started<'_>,
+    mut ready: impl FnMut() -> bool,
+) {
+    command
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    match command.spawn() {
+        Ok(spawned) => *child = Some(spawned),
+        Err(e) => panic!("starting {} failed ({e}). {}", how.what, how.hint),
+    }
+    wait_until(how.waiting_for, how.within, || {
+        if let Some(running) = child.as_mut()
+            && let Ok(Some(status)) = running.try_wait()
+        {
+            panic!("{} exited ({status}):\n{}", how.what, log_of(how.log));
+        }
+        ready()
+    });
+}
+
 /// An Envoy process.
 #[derive(Debug)]
 pub struct Envoy {
@@ -107,7 +144,8 @@ impl Envoy {
             panic!("cannot write {}: {e}", config_path.display());
         }
         let log = dir.path().join("envoy.log");
-        let child = Command::new(&binary)
+        let mut command = Command::new(&binary);
+        command
             .arg("-c")
             .arg(&config_path)
             // Several Envoys may run at once: no shared memory between them.
@@ -115,30 +153,19 @@ impl Envoy {
             .args(["--concurrency", "1", "--log-level", "warn"])
             .arg("--log-path")
             .arg(&log)
-            .current_dir(dir.path())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn();
-        let child = match child {
-            Ok(child) => child,
-            Err(e) => panic!("starting {binary} failed ({e}). {ENVOY_HINT}"),
-        };
-        let mut envoy = Envoy {
-            child: Some(child),
-            dir,
-        };
-        wait_until(
-            &format!("Envoy admin on port {admin_port} to report LIVE"),
-            Duration::from_secs(20),
-            || {
-                if let Some(child) = envoy.child.as_mut()
-                    && let Ok(Some(status)) = child.try_wait()
-                {
-                    panic!("envoy exited ({status}):\n{}", log_of(&log));
-                }
-                http_get(admin_port, "/ready").is_some_and(|a| a.contains("LIVE"))
+            .current_dir(dir.path());
+        let mut envoy = Envoy { child: None, dir };
+        spawn_until_ready(
+            &mut envoy.child,
+            command,
+            Started {
+                what: "envoy",
+                hint: ENVOY_HINT,
+                log: &log,
+                waiting_for: &format!("Envoy admin on port {admin_port} to report LIVE"),
+                within: Duration::from_secs(20),
             },
+            || http_get(admin_port, "/ready").is_some_and(|a| a.contains("LIVE")),
         );
         envoy
     }
@@ -182,7 +209,8 @@ impl Nginx {
         if is_root() {
             globals.push_str(" user root;");
         }
-        let child = Command::new(binary)
+        let mut command = Command::new(binary);
+        command
             .arg("-p")
             .arg(format!("{}/", prefix.display()))
             .arg("-c")
@@ -190,30 +218,19 @@ impl Nginx {
             .arg("-e")
             .arg(&error_log)
             .arg("-g")
-            .arg(&globals)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn();
-        let child = match child {
-            Ok(child) => child,
-            Err(e) => panic!("starting nginx failed ({e}). {NGINX_HINT}"),
-        };
-        let mut nginx = Nginx {
-            child: Some(child),
-            dir,
-        };
-        wait_until(
-            &format!("nginx on port {port} to answer"),
-            Duration::from_secs(10),
-            || {
-                if let Some(child) = nginx.child.as_mut()
-                    && let Ok(Some(status)) = child.try_wait()
-                {
-                    panic!("nginx exited ({status}):\n{}", log_of(&error_log));
-                }
-                TcpStream::connect(SocketAddrV4::new(Ipv4Addr::LOCALHOST, port)).is_ok()
+            .arg(&globals);
+        let mut nginx = Nginx { child: None, dir };
+        spawn_until_ready(
+            &mut nginx.child,
+            command,
+            Started {
+                what: "nginx",
+                hint: NGINX_HINT,
+                log: &error_log,
+                waiting_for: &format!("nginx on port {port} to answer"),
+                within: Duration::from_secs(10),
             },
+            || TcpStream::connect(SocketAddrV4::new(Ipv4Addr::LOCALHOST, port)).is_ok(),
         );
         nginx
     }

@@ -4,7 +4,7 @@
 
 use sluice_client::Client;
 use sluice_testkit::{Nginx, free_port};
-use sluice_tests::{Daemon, Upstream, header, replace_once, repo_file};
+use sluice_tests::{Daemon, Upstream, assert_allowed_headers, header, replace_once, repo_file};
 
 struct Stack {
     _daemon: Daemon,
@@ -62,17 +62,8 @@ async fn through_nginx_the_limit_holds_and_the_headers_reach_the_client() {
         let answer = s.get(&ann).await;
         assert_eq!(answer.status, 200, "{}", s.nginx.log());
         assert_eq!(&answer.body[..], b"app");
-        assert_eq!(header(&answer.headers, "x-ratelimit-limit"), "100");
-        assert_eq!(
-            header(&answer.headers, "x-ratelimit-remaining"),
-            left.to_string()
-        );
-        assert_eq!(
-            header(&answer.headers, "ratelimit-policy"),
-            "\"public\";q=100;w=60"
-        );
+        assert_allowed_headers(&answer.headers, 100, left, "\"public\";q=100;w=60");
         assert!(header(&answer.headers, "ratelimit").starts_with("\"public\";r="));
-        assert!(answer.headers.get("retry-after").is_none());
     }
     let denied = s.get(&ann).await;
     assert_eq!(denied.status, 429, "{}", s.nginx.log());
