@@ -40,11 +40,43 @@ struct Entry {
     expires_at: u64,
 }
 
-/// A tracked key and its state.
+/// A tracked key and its state: 64 bytes, one cache line, for keys of up to 22 bytes.
 #[derive(Debug)]
 struct Slot {
-    key: Box<str>,
+    key: KeyText,
     entry: Entry,
+}
+
+/// Longest key kept inside its slot.
+const INLINE_KEY: usize = 22;
+
+/// A key's bytes, inside the slot when short (`user:123`, `ip:203.0.113.7`: most keys), so a
+/// look-up reads no second allocation and a key costs no allocator overhead.
+#[derive(Debug)]
+enum KeyText {
+    Inline { len: u8, bytes: [u8; INLINE_KEY] },
+    Heap(Box<[u8]>),
+}
+
+impl KeyText {
+    fn new(key: &str) -> KeyText {
+        let text = key.as_bytes();
+        match u8::try_from(text.len()) {
+            Ok(len) if text.len() <= INLINE_KEY => {
+                let mut bytes = [0; INLINE_KEY];
+                bytes[..text.len()].copy_from_slice(text);
+                KeyText::Inline { len, bytes }
+            }
+            _ => KeyText::Heap(text.into()),
+        }
+    }
+
+    fn as_bytes(&self) -> &[u8] {
+        match self {
+            KeyText::Inline { len, bytes } => &bytes[..usize::from(*len)],
+            KeyText::Heap(text) => text,
+        }
+    }
 }
 
 /// The keys of one policy in one shard: the slots packed in a vector, and a hash index of
@@ -64,7 +96,7 @@ impl Keys {
             .find(hash, |&at| {
                 self.slots
                     .get(at as usize)
-                    .is_some_and(|slot| &*slot.key == key)
+                    .is_some_and(|slot| slot.key.as_bytes() == key.as_bytes())
             })
             .map(|&at| at as usize)
     }
@@ -87,7 +119,7 @@ impl Keys {
         let at = u32::try_from(slots.len()).unwrap_or(u32::MAX);
         slots.push(slot);
         index.insert_unique(hash, at, |&i| {
-            hash_of(hasher, policy, &slots[i as usize].key)
+            hash_of(hasher, policy, slots[i as usize].key.as_bytes())
         });
     }
 
@@ -107,7 +139,7 @@ impl Keys {
             self.slots
                 .shrink_to(self.slots.len() + self.slots.len() / 4);
             self.index
-                .shrink_to_fit(|&i| hash_of(hasher, policy, &self.slots[i as usize].key));
+                .shrink_to_fit(|&i| hash_of(hasher, policy, self.slots[i as usize].key.as_bytes()));
         }
         removed
     }
@@ -116,13 +148,13 @@ impl Keys {
     fn swap_remove(&mut self, at: usize, policy: &str, hasher: &RandomState) {
         let Keys { index, slots } = self;
         let position = |i: usize| u32::try_from(i).unwrap_or(u32::MAX);
-        let hash = hash_of(hasher, policy, &slots[at].key);
+        let hash = hash_of(hasher, policy, slots[at].key.as_bytes());
         if let Ok(entry) = index.find_entry(hash, |&i| i == position(at)) {
             entry.remove();
         }
         let last = slots.len() - 1;
         if at != last {
-            let hash = hash_of(hasher, policy, &slots[last].key);
+            let hash = hash_of(hasher, policy, slots[last].key.as_bytes());
             if let Some(moved) = index.find_mut(hash, |&i| i == position(last)) {
                 *moved = position(at);
             }
@@ -176,7 +208,7 @@ impl Shard {
         };
         let (name, keys) = &mut self.policies[at];
         let slot = Slot {
-            key: key.into(),
+            key: KeyText::new(key),
             entry,
         };
         keys.insert(hash, name, slot, hasher);
@@ -222,7 +254,7 @@ impl Shard {
 
 /// The one hash of a tracked key. Shards take bits 32 and up, the shard's table the low bits
 /// and its control bytes the top 7, so the shard choice does not crowd a table's buckets.
-fn hash_of(hasher: &RandomState, policy: &str, key: &str) -> u64 {
+fn hash_of(hasher: &RandomState, policy: &str, key: &[u8]) -> u64 {
     hasher.hash_one((policy, key))
 }
 
@@ -258,7 +290,7 @@ impl MemoryStore {
 
     /// The hash of a check's key and the shard it lives in.
     fn locate(&self, policy: &str, key: &str) -> (u64, usize) {
-        let hash = hash_of(&self.hasher, policy, key);
+        let hash = hash_of(&self.hasher, policy, key.as_bytes());
         (hash, ((hash >> 32) as usize) & (self.shards.len() - 1))
     }
 
@@ -449,6 +481,42 @@ mod tests {
         Params::new(Algorithm::FixedWindow, limit, window_ms, limit).unwrap()
     }
 
+    #[test]
+    fn keys_of_every_length_are_kept_apart_and_slots_fit_a_cache_line() {
+        assert!(std::mem::size_of::<Slot>() <= 64);
+        let hasher = RandomState::new();
+        let mut keys = Keys::default();
+        // Around the inline bound, and keys that are prefixes of each other.
+        let texts: Vec<String> = (0..40).map(|n| "k".repeat(n + 1)).collect();
+        for (at, text) in texts.iter().enumerate() {
+            let slot = Slot {
+                key: KeyText::new(text),
+                entry: Entry {
+                    state: State::Fresh,
+                    expires_at: at as u64,
+                },
+            };
+            keys.insert(hash_of(&hasher, "p", text.as_bytes()), "p", slot, &hasher);
+        }
+        for (at, text) in texts.iter().enumerate() {
+            let found = keys.get(hash_of(&hasher, "p", text.as_bytes()), text);
+            assert_eq!(
+                found.map(|e| e.expires_at),
+                Some(at as u64),
+                "{}",
+                text.len()
+            );
+        }
+        assert!(matches!(
+            KeyText::new(&"k".repeat(INLINE_KEY)),
+            KeyText::Inline { .. }
+        ));
+        assert!(matches!(
+            KeyText::new(&"k".repeat(INLINE_KEY + 1)),
+            KeyText::Heap(_)
+        ));
+    }
+
     /// The packed slots and their index agree through inserts and removals from anywhere
     /// (the last slot moves into a removed one's place): checked against a plain map.
     #[test]
@@ -464,10 +532,10 @@ mod tests {
             for i in 0..2000u64 {
                 let key = format!("k{round}-{i}");
                 let slot = Slot {
-                    key: key.as_str().into(),
+                    key: KeyText::new(&key),
                     entry: entry(i),
                 };
-                keys.insert(hash_of(&hasher, "p", &key), "p", slot, &hasher);
+                keys.insert(hash_of(&hasher, "p", key.as_bytes()), "p", slot, &hasher);
                 model.insert(key, i);
             }
             // Forget a scattered third: the first, the last and runs in between.
@@ -477,13 +545,14 @@ mod tests {
             assert_eq!(removed as usize, before - model.len());
             assert_eq!(keys.len(), model.len());
             for (key, at) in &model {
-                let found = keys.get(hash_of(&hasher, "p", key), key);
+                let found = keys.get(hash_of(&hasher, "p", key.as_bytes()), key);
                 assert_eq!(found.map(|e| e.expires_at), Some(*at), "{key}");
             }
             for i in (0..2000u64).filter(|i| i % 3 == round % 3) {
                 let key = format!("k{round}-{i}");
                 assert!(
-                    keys.get(hash_of(&hasher, "p", &key), &key).is_none(),
+                    keys.get(hash_of(&hasher, "p", key.as_bytes()), &key)
+                        .is_none(),
                     "{key}"
                 );
             }
