@@ -183,6 +183,13 @@ pub struct PolicyView {
     pub fail: String,
     pub shadow: bool,
     pub tiers: BTreeMap<String, LimitView>,
+    /// `local`, `global` or `replicated` (SPEC "Multi-region"); absent from older daemons.
+    #[serde(default = "local_scope")]
+    pub scope: String,
+}
+
+fn local_scope() -> String {
+    "local".to_owned()
 }
 
 /// `GET /v1/policies`.

@@ -247,6 +247,7 @@ impl PolicySet {
                     fail: policy.fail.as_str().to_owned(),
                     shadow: policy.shadow,
                     tiers,
+                    scope: policy.scope.as_str().to_owned(),
                 };
                 (policy.name.to_string(), view)
             })

@@ -39,6 +39,7 @@ async fn policies_lists_the_effective_policies() {
         (1000, 2000)
     );
     assert!(body.policies["shadowed"].shadow);
+    assert_eq!(public.scope, "local");
     assert_eq!(body.policies.len(), 9);
 }
 
