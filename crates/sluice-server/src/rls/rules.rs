@@ -99,6 +99,29 @@ impl Rules {
                 ));
                 continue;
             }
+            // One Envoy request names one domain and its matched descriptors are decided as one
+            // all-or-nothing batch, which cannot span scopes: refuse here rather than answer
+            // every such request with an error.
+            let scope_of = |policy: &str| policies.get(policy).map(|p| p.scope.as_str());
+            let other_scope = rules.by_domain.get(d.domain.as_str()).and_then(|list| {
+                list.iter()
+                    .find(|r| scope_of(&r.policy) != scope_of(&d.policy))
+            });
+            if let Some(other) = other_scope {
+                errors.push(FieldError::new(
+                    field("policy"),
+                    format!(
+                        "policy {:?} is scope {:?} but domain {:?} already maps to {:?} of scope {:?}; \
+                         one request's descriptors are decided as one batch, which cannot mix scopes",
+                        d.policy,
+                        scope_of(&d.policy).unwrap_or_default(),
+                        d.domain,
+                        &*other.policy,
+                        scope_of(&other.policy).unwrap_or_default(),
+                    ),
+                ));
+                continue;
+            }
             rules
                 .by_domain
                 .entry(d.domain.as_str().into())
@@ -299,5 +322,30 @@ mod tests {
         );
         assert!(errors[2].message.contains("unknown policy \"nope\""));
         assert!(errors[6].message.contains("{b} is not one of keys"));
+    }
+
+    #[test]
+    fn one_domain_cannot_map_to_policies_of_different_scopes() {
+        let mut policies = policies();
+        let global = PolicyConfig {
+            scope: "global".to_owned(),
+            ..PolicyConfig::default()
+        };
+        policies.insert("shared".to_owned(), global);
+        let config = RlsConfig {
+            descriptors: vec![
+                rule("edge", &["a"], "public", "a:{a}"),
+                rule("edge", &["b"], "shared", "b:{b}"),
+                // Another domain may use another scope.
+                rule("api", &["b"], "shared", "b:{b}"),
+            ],
+        };
+        let errors = Rules::compile(&config, &policies).unwrap_err();
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert_eq!(errors[0].field, "rls.descriptors[1].policy");
+        assert!(
+            errors[0].message.contains("cannot mix scopes"),
+            "{errors:?}"
+        );
     }
 }
