@@ -20,6 +20,10 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::bounds::Bounds;
+use crate::config::{ClusterStoreConfig, ConfigError, check_common};
+use crate::scripts::{self, Layout, Runner, ScriptId};
+use crate::{Check, LimitOverride, Store, StoreError, overrides};
 use async_trait::async_trait;
 use fred::prelude::{
     Builder, Client, ClientLike, Config, Error as FredError, ErrorKind, HashesInterface,
@@ -27,11 +31,6 @@ use fred::prelude::{
 };
 use fred::types::scripts::Script;
 use sluice_core::Decision;
-use tokio::sync::Semaphore;
-
-use crate::config::{ClusterStoreConfig, ConfigError, check_common};
-use crate::scripts::{self, Layout, Runner, ScriptId};
-use crate::{Check, LimitOverride, Store, StoreError, overrides};
 
 /// Rate-limit state in a Redis Cluster.
 #[derive(Debug, Clone)]
@@ -43,15 +42,14 @@ struct Inner {
     client: Client,
     scripts: Vec<Script>,
     layout: Layout,
-    timeout: Duration,
-    permits: Arc<Semaphore>,
+    bounds: Bounds,
 }
 
 impl std::fmt::Debug for Inner {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ClusterStore")
             .field("prefix", &self.layout.prefix)
-            .field("timeout", &self.timeout)
+            .field("timeout", &self.bounds.timeout())
             .finish_non_exhaustive()
     }
 }
@@ -158,12 +156,8 @@ impl ClusterStore {
             inner: Arc::new(Inner {
                 client,
                 scripts,
-                layout: Layout {
-                    prefix: config.prefix,
-                    ttl_grace_ms: config.ttl_grace.as_millis().min(1 << 40) as u64,
-                },
-                timeout,
-                permits: Arc::new(Semaphore::new(max_in_flight)),
+                layout: Layout::new(config.prefix, config.ttl_grace),
+                bounds: Bounds::new(timeout, max_in_flight),
             }),
         })
     }
@@ -176,49 +170,37 @@ impl ClusterStore {
             .map_err(|e| map_error(&e))
     }
 
+    /// Runs a check-path call within the in-flight bound and the timeout, once the client
+    /// has the slot map.
     async fn bounded<T>(
         &self,
         call: impl Future<Output = Result<T, StoreError>>,
     ) -> Result<T, StoreError> {
-        let _permit = self
-            .inner
-            .permits
-            .try_acquire()
-            .map_err(|_| StoreError::Unavailable("too many calls in flight".into()))?;
-        let connected_then_call = async {
-            // Until the client has the slot map (just started, or reconnecting) a command
-            // fails at once with "missing routing state": wait for it within the timeout.
-            if !self.inner.client.is_connected() {
-                self.inner
-                    .client
-                    .wait_for_connect()
-                    .await
-                    .map_err(|e| map_error(&e))?;
-            }
-            call.await
-        };
-        tokio::time::timeout(self.inner.timeout, connected_then_call)
+        self.inner
+            .bounds
+            .call(async {
+                // Until the client has the slot map (just started, or reconnecting) a command
+                // fails at once with "missing routing state": wait for it within the timeout.
+                if !self.inner.client.is_connected() {
+                    self.inner
+                        .client
+                        .wait_for_connect()
+                        .await
+                        .map_err(|e| map_error(&e))?;
+                }
+                call.await
+            })
             .await
-            .map_err(|_| StoreError::Timeout)?
     }
-}
 
-impl ClusterStore {
-    /// An admin command (rare, not on the check path): bounded by the timeout, never by the
-    /// in-flight permits, so a saturated check path cannot lock an operator out.
+    /// An admin command, bounded by time only.
     async fn admin<T>(
         &self,
         call: impl Future<Output = Result<T, FredError>>,
     ) -> Result<T, StoreError> {
-        tokio::time::timeout(self.inner.timeout.max(ADMIN_TIMEOUT), call)
-            .await
-            .map_err(|_| StoreError::Timeout)?
-            .map_err(|e| map_error(&e))
+        self.inner.bounds.admin(call, map_error).await
     }
 }
-
-/// Floor of the timeout of admin commands: an operator can wait longer than a check.
-const ADMIN_TIMEOUT: Duration = Duration::from_millis(500);
 
 fn map_error(e: &FredError) -> StoreError {
     match e.kind() {
@@ -291,9 +273,7 @@ impl Store for ClusterStore {
         checks: &[Check<'_>],
         now_ms: u64,
     ) -> Result<Vec<Decision>, StoreError> {
-        let permit = Arc::clone(&self.inner.permits)
-            .try_acquire_owned()
-            .map_err(|_| StoreError::Unavailable("too many calls in flight".into()))?;
+        let permit = self.inner.bounds.owned_permit()?;
         let owned: Vec<(String, String, sluice_core::Params, u64)> = checks
             .iter()
             .map(|c| (c.policy.to_owned(), c.key.to_owned(), c.params, c.cost))
@@ -312,7 +292,7 @@ impl Store for ClusterStore {
                 .collect();
             scripts::check_all(inner.as_ref(), &inner.layout, &checks, now_ms, true).await
         });
-        match tokio::time::timeout(self.inner.timeout, task).await {
+        match tokio::time::timeout(self.inner.bounds.timeout(), task).await {
             Err(_) => Err(StoreError::Timeout),
             Ok(Err(e)) => Err(StoreError::Backend(format!("batch task failed: {e}"))),
             Ok(Ok(result)) => result,
@@ -394,7 +374,7 @@ impl Store for ClusterStore {
     async fn ping(&self) -> Result<(), StoreError> {
         // Every master must answer: a check may land on any of them.
         tokio::time::timeout(
-            self.inner.timeout.max(Duration::from_millis(100)),
+            self.inner.bounds.timeout().max(Duration::from_millis(100)),
             self.inner.client.ping::<()>(None),
         )
         .await

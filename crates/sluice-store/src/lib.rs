@@ -29,6 +29,7 @@
 //! `Unavailable`. Both reconnect by themselves, so the same store serves again once the
 //! server is back or the cluster has failed over.
 
+mod bounds;
 mod cluster;
 mod config;
 mod error;

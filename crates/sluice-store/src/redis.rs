@@ -10,14 +10,13 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_trait::async_trait;
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use sluice_core::Decision;
-use tokio::sync::Semaphore;
-
+use crate::bounds::Bounds;
 use crate::config::{ConfigError, RedisStoreConfig, check_common};
 use crate::scripts::{self, Layout, Runner, ScriptId};
 use crate::{Check, LimitOverride, Store, StoreError, overrides};
+use async_trait::async_trait;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use sluice_core::Decision;
 
 /// Rate-limit state in a single Redis server.
 #[derive(Debug, Clone)]
@@ -29,15 +28,14 @@ struct Inner {
     manager: ConnectionManager,
     scripts: Vec<redis::Script>,
     layout: Layout,
-    timeout: Duration,
-    permits: Semaphore,
+    bounds: Bounds,
 }
 
 impl std::fmt::Debug for Inner {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RedisStore")
             .field("prefix", &self.layout.prefix)
-            .field("timeout", &self.timeout)
+            .field("timeout", &self.bounds.timeout())
             .finish_non_exhaustive()
     }
 }
@@ -75,48 +73,20 @@ impl RedisStore {
             inner: Arc::new(Inner {
                 manager,
                 scripts,
-                layout: Layout {
-                    prefix: config.prefix,
-                    ttl_grace_ms: config.ttl_grace.as_millis().min(1 << 40) as u64,
-                },
-                timeout: config.timeout,
-                permits: Semaphore::new(config.max_in_flight),
+                layout: Layout::new(config.prefix, config.ttl_grace),
+                bounds: Bounds::new(config.timeout, config.max_in_flight),
             }),
         })
     }
 
-    /// Runs `call` within the in-flight bound and the timeout.
-    async fn bounded<T>(
-        &self,
-        call: impl Future<Output = Result<T, StoreError>>,
-    ) -> Result<T, StoreError> {
-        let _permit = self
-            .inner
-            .permits
-            .try_acquire()
-            .map_err(|_| StoreError::Unavailable("too many calls in flight".into()))?;
-        tokio::time::timeout(self.inner.timeout, call)
-            .await
-            .map_err(|_| StoreError::Timeout)?
-    }
-}
-
-impl RedisStore {
-    /// An admin command (rare, not on the check path): bounded by the timeout, never by the
-    /// in-flight permits, so a saturated check path cannot lock an operator out.
+    /// An admin command, bounded by time only.
     async fn admin<T>(
         &self,
         call: impl Future<Output = Result<T, redis::RedisError>>,
     ) -> Result<T, StoreError> {
-        tokio::time::timeout(self.inner.timeout.max(ADMIN_TIMEOUT), call)
-            .await
-            .map_err(|_| StoreError::Timeout)?
-            .map_err(|e| map_error(&e))
+        self.inner.bounds.admin(call, map_error).await
     }
 }
-
-/// Floor of the timeout of admin commands: an operator can wait longer than a check.
-const ADMIN_TIMEOUT: Duration = Duration::from_millis(500);
 
 /// Maps a client error to the store's error kinds.
 pub(crate) fn map_error(e: &redis::RedisError) -> StoreError {
@@ -139,7 +109,7 @@ impl RedisStore {
         args: Vec<String>,
     ) -> Result<Vec<i64>, StoreError> {
         let inner: &Inner = &self.inner;
-        self.bounded(inner.run(script, keys, args)).await
+        self.inner.bounds.call(inner.run(script, keys, args)).await
     }
 
     /// The key prefix and TTL grace of this store.
@@ -183,7 +153,9 @@ impl Store for RedisStore {
 
     async fn check(&self, check: &Check<'_>, now_ms: u64) -> Result<Decision, StoreError> {
         let inner: &Inner = &self.inner;
-        self.bounded(scripts::check(inner, &inner.layout, check, now_ms))
+        self.inner
+            .bounds
+            .call(scripts::check(inner, &inner.layout, check, now_ms))
             .await
     }
 
@@ -193,14 +165,16 @@ impl Store for RedisStore {
         now_ms: u64,
     ) -> Result<Vec<Decision>, StoreError> {
         let inner: &Inner = &self.inner;
-        self.bounded(scripts::check_all(
-            inner,
-            &inner.layout,
-            checks,
-            now_ms,
-            false,
-        ))
-        .await
+        self.inner
+            .bounds
+            .call(scripts::check_all(
+                inner,
+                &inner.layout,
+                checks,
+                now_ms,
+                false,
+            ))
+            .await
     }
 
     async fn put_override(&self, change: &LimitOverride) -> Result<(), StoreError> {
@@ -287,7 +261,7 @@ impl Store for RedisStore {
     async fn ping(&self) -> Result<(), StoreError> {
         let mut conn = self.inner.manager.clone();
         let pong = tokio::time::timeout(
-            self.inner.timeout.max(Duration::from_millis(100)),
+            self.inner.bounds.timeout().max(Duration::from_millis(100)),
             redis::cmd("PING").query_async::<String>(&mut conn),
         )
         .await

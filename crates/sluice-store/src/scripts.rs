@@ -115,6 +115,16 @@ pub(crate) struct Layout {
     pub ttl_grace_ms: u64,
 }
 
+impl Layout {
+    pub(crate) fn new(prefix: String, ttl_grace: std::time::Duration) -> Self {
+        Layout {
+            prefix,
+            // Far beyond any window; keeps TTL arithmetic from overflowing.
+            ttl_grace_ms: ttl_grace.as_millis().min(1 << 40) as u64,
+        }
+    }
+}
+
 /// Runs one script by EVALSHA (loading it on NOSCRIPT and retrying once) and returns its
 /// integer array answer. Implemented by each backend over its client.
 #[async_trait]

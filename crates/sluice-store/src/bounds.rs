@@ -1,0 +1,77 @@
+//! The promise every call to a networked backend keeps: at most `max_in_flight` check calls
+//! at once (past it a call fails at once instead of queueing, so a slow or dead Redis never
+//! piles requests up), each within `backend.timeout`; admin commands are bounded by time only,
+//! so a saturated check path cannot lock an operator out. The Redis and Cluster stores share
+//! it so both keep the same promise.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, SemaphorePermit};
+
+use crate::StoreError;
+
+/// Floor of the timeout of admin commands: an operator can wait longer than a check.
+const ADMIN_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// The in-flight bound and the timeout of one store.
+#[derive(Debug)]
+pub(crate) struct Bounds {
+    permits: Arc<Semaphore>,
+    timeout: Duration,
+}
+
+impl Bounds {
+    pub(crate) fn new(timeout: Duration, max_in_flight: usize) -> Self {
+        Bounds {
+            permits: Arc::new(Semaphore::new(max_in_flight)),
+            timeout,
+        }
+    }
+
+    /// `backend.timeout`.
+    pub(crate) fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// A permit for one call, or `Unavailable` at once when `max_in_flight` calls are running.
+    pub(crate) fn permit(&self) -> Result<SemaphorePermit<'_>, StoreError> {
+        self.permits.try_acquire().map_err(|_| too_many())
+    }
+
+    /// A permit a spawned task can hold past its caller.
+    pub(crate) fn owned_permit(&self) -> Result<OwnedSemaphorePermit, StoreError> {
+        Arc::clone(&self.permits)
+            .try_acquire_owned()
+            .map_err(|_| too_many())
+    }
+
+    /// Runs a check-path call within the in-flight bound and the timeout.
+    pub(crate) async fn call<T>(
+        &self,
+        call: impl Future<Output = Result<T, StoreError>>,
+    ) -> Result<T, StoreError> {
+        let _permit = self.permit()?;
+        tokio::time::timeout(self.timeout, call)
+            .await
+            .map_err(|_| StoreError::Timeout)?
+    }
+
+    /// Runs an admin command (rare, not on the check path) within the timeout, or
+    /// [`ADMIN_TIMEOUT`] if that is longer, mapping the client's error with `map_error`.
+    pub(crate) async fn admin<T, E>(
+        &self,
+        call: impl Future<Output = Result<T, E>>,
+        map_error: fn(&E) -> StoreError,
+    ) -> Result<T, StoreError> {
+        tokio::time::timeout(self.timeout.max(ADMIN_TIMEOUT), call)
+            .await
+            .map_err(|_| StoreError::Timeout)?
+            .map_err(|e| map_error(&e))
+    }
+}
+
+fn too_many() -> StoreError {
+    StoreError::Unavailable("too many calls in flight".into())
+}
