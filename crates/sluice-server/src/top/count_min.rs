@@ -1,8 +1,9 @@
 //! A count-min sketch: fixed memory, counts of any number of keys, overestimating by at most
 //! `e / WIDTH` of the total with probability `1 - e^-DEPTH`.
 
-/// Counters per row.
-pub const WIDTH: usize = 1024;
+/// Counters per row. One sketch serves one stripe of a policy's keys (`super::STRIPES` of
+/// them), so together the stripes hold 1024 counters per row.
+pub const WIDTH: usize = 128;
 /// Rows, each with its own hash.
 pub const DEPTH: usize = 4;
 

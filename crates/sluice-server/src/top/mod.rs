@@ -4,11 +4,18 @@
 //!
 //! Each policy keeps one slot per minute for the last 5 minutes and one per 5 minutes for the
 //! last hour. A slot holds count-min sketches of checks and rejections (counts of any key,
-//! overestimated by at most `e / 1024` of the slot's total) and the 100 keys with the highest
+//! overestimated by at most `e / width` of the slot's total) and the keys with the highest
 //! estimates seen in it; the minute slots also hold HyperLogLogs of distinct checked and denied
 //! keys. A query merges the slots of its period and re-estimates every candidate from the
-//! merged sketches. Memory per policy: about 600 KiB plus the candidate keys (at most
-//! 17 x 200 keys of at most 512 bytes).
+//! merged sketches.
+//!
+//! Every check records here, so a policy's history is split by key hash into [`STRIPES`]
+//! stripes, each behind its own lock: two checks meet only when their keys share a stripe,
+//! instead of every check of a policy taking one lock and writing the same cache lines from
+//! every core. A stripe sees its own keys only, so its sketches are `1 / STRIPES` as wide
+//! (the memory of one unstriped sketch; with keys spread evenly, its error bound too), and a
+//! query combines the stripes' answers. Memory per policy: about 620 KiB plus the candidate
+//! keys (at most 17 x 2 x 256 keys of at most 512 bytes).
 
 mod count_min;
 mod distinct;
@@ -17,13 +24,23 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use ahash::RandomState;
-use parking_lot::{Mutex, RwLock};
+use arc_swap::ArcSwap;
+use parking_lot::Mutex;
 
 use count_min::CountMin;
 use distinct::Distinct;
 
-/// Candidate keys kept per slot and metric; also the most a query returns.
+/// The most a query returns.
 pub const MAX_TOP: usize = 100;
+
+/// Stripes of a policy's history (a power of two; the top bits of a key's hash pick one).
+const STRIPES: usize = 8;
+const STRIPE_BITS: u32 = STRIPES.trailing_zeros();
+
+/// Candidate keys kept per slot, metric and stripe. The top 100 of a period spread over the
+/// stripes by hash (12.5 per stripe on average); 32 leaves room for an uneven spread (more
+/// than 32 in one stripe is six standard deviations out) and for the churn of the candidates.
+const CANDIDATES: usize = 32;
 
 const MINUTE_MS: u64 = 60_000;
 const FIVE_MINUTES_MS: u64 = 5 * MINUTE_MS;
@@ -109,7 +126,7 @@ struct Candidates {
 
 impl Candidates {
     fn offer(&mut self, hash: u64, key: &str, estimate: u32) {
-        let full = self.entries.len() >= MAX_TOP;
+        let full = self.entries.len() >= CANDIDATES;
         // The common case on a wide key space: nothing to do, no scan, no allocation.
         if full && estimate <= self.min_score {
             return;
@@ -125,7 +142,7 @@ impl Candidates {
         } else if let Some(lowest) = self.entries.iter_mut().min_by_key(|e| e.2) {
             *lowest = (hash, key.into(), estimate);
         }
-        if self.entries.len() >= MAX_TOP {
+        if self.entries.len() >= CANDIDATES {
             self.min_score = self.entries.iter().map(|e| e.2).min().unwrap_or(0);
         }
     }
@@ -242,7 +259,8 @@ impl PolicyHistory {
             .filter(move |s| s.id <= current && s.id + count > current && s.checked.total() > 0)
     }
 
-    fn top(&self, period: Period, by: By, n: usize, now_ms: u64) -> TopReport {
+    /// This stripe's candidates of `period` with their estimates, unsorted.
+    fn top(&self, period: Period, by: By, now_ms: u64) -> TopReport {
         let mut checked = CountMin::default();
         let mut rejected = CountMin::default();
         let mut candidates: HashMap<u64, &str> = HashMap::new();
@@ -257,7 +275,7 @@ impl PolicyHistory {
                 candidates.insert(*hash, key);
             }
         }
-        let mut entries: Vec<TopEntry> = candidates
+        let entries: Vec<TopEntry> = candidates
             .into_iter()
             .map(|(hash, key)| {
                 let c = u64::from(checked.estimate(hash));
@@ -271,14 +289,6 @@ impl PolicyHistory {
                 }
             })
             .collect();
-        entries.sort_by(|a, b| {
-            let (x, y) = match by {
-                By::Checked => (a.checked, b.checked),
-                By::Rejected => (a.rejected, b.rejected),
-            };
-            y.cmp(&x).then_with(|| a.key.cmp(&b.key))
-        });
-        entries.truncate(n.min(MAX_TOP));
         TopReport {
             entries,
             total_checked: checked.total(),
@@ -288,21 +298,14 @@ impl PolicyHistory {
         }
     }
 
-    fn denied_keys_ratio(&self, now_ms: u64) -> f64 {
+    /// Adds the distinct keys checked and denied in the last 5 minutes to `checked`, `denied`.
+    fn distinct(&self, now_ms: u64, checked: &mut Distinct, denied: &mut Distinct) {
         let minute = now_ms / MINUTE_MS;
-        let mut checked = Distinct::default();
-        let mut denied = Distinct::default();
         for slot in &self.distinct {
             if slot.id <= minute && slot.id + MINUTE_SLOTS as u64 > minute {
                 checked.merge(&slot.checked);
                 denied.merge(&slot.denied);
             }
-        }
-        let all = checked.count();
-        if all < 0.5 {
-            0.0
-        } else {
-            (denied.count() / all).clamp(0.0, 1.0)
         }
     }
 
@@ -323,12 +326,87 @@ impl PolicyHistory {
     }
 }
 
-/// The recent history of every policy. One lock per policy, held for a few counter updates.
+/// The recent history of one policy, in stripes by key hash.
+#[derive(Debug)]
+struct PolicyTop {
+    stripes: Box<[Stripe]>,
+}
+
+/// One stripe on cache lines of its own: neighbours' locks in one line would make two cores
+/// contend for it even when their keys are in different stripes.
+#[derive(Debug, Default)]
+#[repr(align(128))]
+struct Stripe(Mutex<PolicyHistory>);
+
+impl Default for PolicyTop {
+    fn default() -> Self {
+        PolicyTop {
+            stripes: (0..STRIPES).map(|_| Stripe::default()).collect(),
+        }
+    }
+}
+
+impl PolicyTop {
+    fn stripe(&self, hash: u64) -> &Mutex<PolicyHistory> {
+        &self.stripes[(hash >> (u64::BITS - STRIPE_BITS)) as usize % STRIPES].0
+    }
+
+    /// Every stripe's answer combined: keys ranked, totals summed, and the largest of the
+    /// stripes' error bounds (each count comes from its own stripe's sketches).
+    fn top(&self, period: Period, by: By, n: usize, now_ms: u64) -> TopReport {
+        let mut report = TopReport {
+            entries: Vec::new(),
+            total_checked: 0,
+            total_rejected: 0,
+            error_checked: 0,
+            error_rejected: 0,
+        };
+        for stripe in &self.stripes {
+            let part = stripe.0.lock().top(period, by, now_ms);
+            report.entries.extend(part.entries);
+            report.total_checked += part.total_checked;
+            report.total_rejected += part.total_rejected;
+            report.error_checked = report.error_checked.max(part.error_checked);
+            report.error_rejected = report.error_rejected.max(part.error_rejected);
+        }
+        report.entries.sort_by(|a, b| {
+            let (x, y) = match by {
+                By::Checked => (a.checked, b.checked),
+                By::Rejected => (a.rejected, b.rejected),
+            };
+            y.cmp(&x).then_with(|| a.key.cmp(&b.key))
+        });
+        report.entries.truncate(n.min(MAX_TOP));
+        report
+    }
+
+    fn denied_keys_ratio(&self, now_ms: u64) -> f64 {
+        // The stripes hold disjoint keys, so the union of their HyperLogLogs counts them all.
+        let mut checked = Distinct::default();
+        let mut denied = Distinct::default();
+        for stripe in &self.stripes {
+            stripe.0.lock().distinct(now_ms, &mut checked, &mut denied);
+        }
+        let all = checked.count();
+        if all < 0.5 {
+            0.0
+        } else {
+            (denied.count() / all).clamp(0.0, 1.0)
+        }
+    }
+
+    fn heap_bytes(&self) -> usize {
+        self.stripes.iter().map(|s| s.0.lock().heap_bytes()).sum()
+    }
+}
+
+/// The recent history of every policy.
 #[derive(Debug, Default)]
 pub struct TopKeys {
     hasher: RandomState,
-    /// aHash: this map is looked up on every check.
-    policies: RwLock<HashMap<Arc<str>, Arc<Mutex<PolicyHistory>>, RandomState>>,
+    /// Read on every check without a lock (and without touching a shared reference count);
+    /// replaced whole when the policies change. aHash: it is looked up on every check.
+    policies: ArcSwap<HashMap<Arc<str>, Arc<PolicyTop>, RandomState>>,
 }
 
 impl TopKeys {
@@ -341,29 +419,37 @@ impl TopKeys {
     fn seeded(seed: u64) -> Self {
         TopKeys {
             hasher: RandomState::with_seeds(seed, seed ^ 1, seed ^ 2, seed ^ 3),
-            policies: RwLock::default(),
+            policies: ArcSwap::default(),
         }
     }
 
-    fn history(&self, policy: &str) -> Option<Arc<Mutex<PolicyHistory>>> {
-        self.policies.read().get(policy).cloned()
+    fn history(&self, policy: &str) -> Option<Arc<PolicyTop>> {
+        self.policies.load().get(policy).cloned()
     }
 
-    /// Keeps a history for exactly `names` (the policies in force).
+    /// Keeps a history for exactly `names` (the policies in force): the histories of
+    /// policies that stay are kept, new ones start empty.
     pub fn retain_policies<S: AsRef<str>>(&self, names: impl IntoIterator<Item = S>) {
         let names: Vec<S> = names.into_iter().collect();
-        let mut policies = self.policies.write();
-        policies.retain(|name, _| names.iter().any(|n| n.as_ref() == &**name));
-        for name in &names {
-            policies.entry(name.as_ref().into()).or_default();
-        }
+        self.policies.rcu(|current| {
+            let mut next = HashMap::with_capacity_and_hasher(names.len(), RandomState::new());
+            for name in &names {
+                let name = name.as_ref();
+                let history = current.get(name).cloned().unwrap_or_default();
+                next.insert(Arc::from(name), history);
+            }
+            next
+        });
     }
 
     /// Counts one decided check.
     pub fn record(&self, policy: &str, key: &str, denied: bool, now_ms: u64) {
-        if let Some(history) = self.history(policy) {
+        if let Some(history) = self.policies.load().get(policy) {
             let hash = self.hasher.hash_one(key);
-            history.lock().record(hash, key, denied, now_ms);
+            history
+                .stripe(hash)
+                .lock()
+                .record(hash, key, denied, now_ms);
         }
     }
 
@@ -376,21 +462,17 @@ impl TopKeys {
         n: usize,
         now_ms: u64,
     ) -> Option<TopReport> {
-        let history = self.history(policy)?;
-        let report = history.lock().top(period, by, n, now_ms);
-        Some(report)
+        Some(self.history(policy)?.top(period, by, n, now_ms))
     }
 
     /// Share of distinct keys of `policy` denied at least once in the last 5 minutes.
     pub fn denied_keys_ratio(&self, policy: &str, now_ms: u64) -> Option<f64> {
-        let history = self.history(policy)?;
-        let ratio = history.lock().denied_keys_ratio(now_ms);
-        Some(ratio)
+        Some(self.history(policy)?.denied_keys_ratio(now_ms))
     }
 
     /// Memory held for `policy` (sketches and candidate keys), for the memory-bound test.
     pub fn heap_bytes(&self, policy: &str) -> Option<usize> {
-        Some(self.history(policy)?.lock().heap_bytes())
+        Some(self.history(policy)?.heap_bytes())
     }
 }
 

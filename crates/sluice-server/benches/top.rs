@@ -1,0 +1,59 @@
+//! The cost every check pays to the "who is being limited" history (`TopKeys::record`), on
+//! 1 and 2 threads recording checks of one policy over 100k keys: what a policy's checks
+//! pay when they run on several cores at once. Time per element is wall time divided by the
+//! records of all threads, so elements/s is the combined throughput.
+//!
+//! `cargo bench -p sluice-server --bench top`
+
+// A bench is not reachable from input: a failed set-up should stop it loudly.
+#![allow(clippy::unwrap_used)]
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use sluice_server::top::TopKeys;
+
+const T0: u64 = 1_800_000_000_000;
+const KEYS: usize = 100_000;
+
+fn record(c: &mut Criterion) {
+    let keys: Vec<String> = (0..KEYS).map(|i| format!("user:{i}")).collect();
+    let mut group = c.benchmark_group("top_record");
+    group.throughput(Throughput::Elements(1));
+    for threads in [1usize, 2] {
+        let top = TopKeys::new();
+        top.retain_policies(["p"]);
+        group.bench_function(BenchmarkId::from_parameter(format!("{threads}t")), |b| {
+            b.iter_custom(|iters| {
+                let per_thread = iters.div_ceil(threads as u64);
+                let started = Instant::now();
+                std::thread::scope(|scope| {
+                    for t in 0..threads {
+                        let (top, keys) = (&top, &keys);
+                        scope.spawn(move || {
+                            let mut i = t * 7919;
+                            for n in 0..per_thread {
+                                i = (i + 104_729) % KEYS;
+                                top.record("p", black_box(&keys[i]), n % 4 == 0, T0 + n / 1000);
+                            }
+                        });
+                    }
+                });
+                // `iters` records in all, shared by the threads: wall time per record is the
+                // combined throughput.
+                started.elapsed()
+            });
+        });
+    }
+    group.finish();
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default()
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(3));
+    targets = record
+}
+criterion_main!(benches);
