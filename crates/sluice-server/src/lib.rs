@@ -8,6 +8,7 @@ pub mod backend;
 pub mod clock;
 pub mod config;
 pub mod forward_auth;
+pub mod histogram;
 pub mod http;
 pub mod limiter;
 pub mod metrics;

@@ -47,7 +47,7 @@ pub struct Verdict {
     pub allowed: bool,
     pub decision: Decision,
     /// `RateLimit-Policy` of the (policy, tier).
-    pub limit: Limit,
+    pub limit: Arc<Limit>,
     /// The backend failed and the policy failed open.
     pub degraded: bool,
     /// Decided by a shadow policy.
@@ -97,7 +97,7 @@ pub struct Limiter {
 /// A check resolved against its policy, not yet decided.
 struct Resolved<'a> {
     policy: Arc<Policy>,
-    limit: Limit,
+    limit: Arc<Limit>,
     check: Check<'a>,
     /// Where the check's `plan_tier` and `endpoint` labels sit in the policy's meters.
     tier_slot: usize,

@@ -16,10 +16,11 @@ use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 use sluice_core::Algorithm;
 use sluice_store::ReplicationObserver;
+
+use crate::histogram::{MAX_BUCKETS, StripedHistogram};
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 pub struct RequestLabels {
@@ -73,6 +74,9 @@ pub struct PeerLabels {
     pub peer: Arc<str>,
 }
 
+/// Histograms are [`StripedHistogram`]s: the check path observes two per check from every
+/// worker thread, which prometheus-client's mutex-guarded `Histogram` serialised.
+type Histogram = StripedHistogram;
 type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
 
 const REDIS_BUCKETS: [f64; 6] = [0.001, 0.005, 0.01, 0.025, 0.05, 0.1];
@@ -84,6 +88,14 @@ const UTILIZATION_BUCKETS: [f64; 6] = [0.5, 0.75, 0.9, 0.95, 0.99, 1.0];
 const LAG_BUCKETS: [f64; 12] = [
     0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
 ];
+
+const _: () = assert!(
+    REDIS_BUCKETS.len() <= MAX_BUCKETS
+        && CHECK_BUCKETS.len() <= MAX_BUCKETS
+        && UTILIZATION_BUCKETS.len() <= MAX_BUCKETS
+        && LAG_BUCKETS.len() <= MAX_BUCKETS,
+    "a bucket set is larger than StripedHistogram holds"
+);
 
 /// A metric registered so that it is described even while it has no series.
 #[derive(Debug)]
@@ -104,19 +116,19 @@ impl<M: EncodeMetric> EncodeMetric for Described<M> {
 }
 
 fn redis_histogram() -> Histogram {
-    Histogram::new(REDIS_BUCKETS)
+    Histogram::new(&REDIS_BUCKETS)
 }
 
 fn check_histogram() -> Histogram {
-    Histogram::new(CHECK_BUCKETS)
+    Histogram::new(&CHECK_BUCKETS)
 }
 
 fn utilization_histogram() -> Histogram {
-    Histogram::new(UTILIZATION_BUCKETS)
+    Histogram::new(&UTILIZATION_BUCKETS)
 }
 
 fn lag_histogram() -> Histogram {
-    Histogram::new(LAG_BUCKETS)
+    Histogram::new(&LAG_BUCKETS)
 }
 
 /// The daemon's metrics and the registry that exports them.

@@ -89,8 +89,10 @@ pub const OTHER_ENDPOINT_SLOT: usize = 1;
 pub struct Policy {
     pub name: Arc<str>,
     pub window: String,
-    pub base: Limit,
-    pub tiers: Names<Limit>,
+    /// Shared with every verdict it decides (one reference count, not a copy of each header
+    /// value, each with a count of its own).
+    pub base: Arc<Limit>,
+    pub tiers: Names<Arc<Limit>>,
     pub fail: FailMode,
     pub shadow: bool,
     /// `endpoint` label values recorded as themselves, and their slots in `meters`.
@@ -109,14 +111,14 @@ pub const OTHER: &str = "other";
 
 impl Policy {
     /// The limit for `tier`; an absent or unknown tier gets the policy's base limit.
-    pub fn limit_for(&self, tier: Option<&str>) -> &Limit {
+    pub fn limit_for(&self, tier: Option<&str>) -> &Arc<Limit> {
         tier.and_then(|tier| self.tiers.get(tier))
             .unwrap_or(&self.base)
     }
 
     /// The limit for `tier` with the slot of its `plan_tier` label: an absent tier is
     /// `none`, an unknown one `other` (both with the base limit).
-    pub fn tier(&self, tier: Option<&str>) -> (&Limit, usize) {
+    pub fn tier(&self, tier: Option<&str>) -> (&Arc<Limit>, usize) {
         match tier {
             None => (&self.base, NO_TIER_SLOT),
             Some(tier) => match self.tiers.get(tier) {
@@ -374,7 +376,7 @@ fn compile_policy(
     if let Err(why) = base_params.validate() {
         errors.push(FieldError::new(field("limit"), why.to_string()));
     }
-    let base = make_limit(name, base_params, NO_TIER, NO_TIER_SLOT);
+    let base = Arc::new(make_limit(name, base_params, NO_TIER, NO_TIER_SLOT));
     let mut tiers = Names::with_capacity_and_hasher(config.tiers.len(), RandomState::new());
     for (at, (tier, tier_config)) in config.tiers.iter().enumerate() {
         let tier_limit = tier_config.limit.unwrap_or(limit).max(1);
@@ -387,7 +389,10 @@ fn compile_policy(
         match params.validate() {
             Ok(()) => {
                 let slot = OTHER_TIER_SLOT + 1 + at;
-                tiers.insert(tier.as_str().into(), make_limit(name, params, tier, slot));
+                tiers.insert(
+                    tier.as_str().into(),
+                    Arc::new(make_limit(name, params, tier, slot)),
+                );
             }
             Err(why) => errors.push(FieldError::new(
                 field(&format!("tiers.{tier}.limit")),

@@ -1,0 +1,99 @@
+//! The limiter's whole check path in process (resolve the policy and tier, decide on the
+//! memory store, metrics, top keys, the verdict the HTTP layer turns into headers), on 1 and
+//! 2 threads over 100k keys: what the path costs and how it holds up when several cores run
+//! checks of one policy at once. Time per element is wall time divided by the checks of all
+//! threads, so elements/s is the combined throughput.
+//!
+//! `cargo bench -p sluice-server --bench check`
+
+// A bench is not reachable from input: a failed set-up should stop it loudly.
+#![allow(clippy::unwrap_used)]
+
+use std::future::Future;
+use std::hint::black_box;
+use std::pin::pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use sluice_server::App;
+use sluice_server::clock::ManualClock;
+use sluice_server::config::{self, ConfigSource};
+use sluice_server::limiter::CheckInput;
+
+const T0: u64 = 1_800_000_000_000;
+const KEYS: usize = 100_000;
+
+const CONFIG: &str = r#"
+[policies.bench]
+algorithm = "sliding_window_counter"
+limit = 1000000000
+window = "1h"
+"#;
+
+/// The memory store never awaits: one poll finishes a check.
+fn ready<T>(future: impl Future<Output = T>) -> T {
+    let mut future = pin!(future);
+    let mut cx = Context::from_waker(Waker::noop());
+    match future.as_mut().poll(&mut cx) {
+        Poll::Ready(value) => value,
+        Poll::Pending => panic!("a memory-store check waited"),
+    }
+}
+
+fn check(c: &mut Criterion) {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let _inside = runtime.enter();
+    let config = config::load(&ConfigSource::Text {
+        name: "bench.toml".to_owned(),
+        toml: CONFIG.to_owned(),
+    })
+    .unwrap();
+    let keys: Vec<String> = (0..KEYS).map(|i| format!("user:{i}")).collect();
+    let mut group = c.benchmark_group("limiter_check");
+    group.throughput(Throughput::Elements(1));
+    for threads in [1usize, 2] {
+        let store = sluice_server::backend::build_store(&config.backend).unwrap();
+        let app = App::new(&config, store, Arc::new(ManualClock::new(T0))).unwrap();
+        group.bench_function(BenchmarkId::from_parameter(format!("{threads}t")), |b| {
+            b.iter_custom(|iters| {
+                let per_thread = iters.div_ceil(threads as u64);
+                let started = Instant::now();
+                std::thread::scope(|scope| {
+                    for t in 0..threads {
+                        let (app, keys) = (&app, &keys);
+                        scope.spawn(move || {
+                            let mut i = t * 7919;
+                            for _ in 0..per_thread {
+                                i = (i + 104_729) % KEYS;
+                                let input = CheckInput {
+                                    policy: "bench",
+                                    key: &keys[i],
+                                    cost: None,
+                                    tier: None,
+                                    endpoint: None,
+                                };
+                                let verdict = ready(app.limiter.check(&input, T0)).unwrap();
+                                black_box(verdict);
+                            }
+                        });
+                    }
+                });
+                // `iters` checks in all, shared by the threads: wall time per check is the
+                // combined throughput.
+                started.elapsed()
+            });
+        });
+    }
+    group.finish();
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default()
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(3));
+    targets = check
+}
+criterion_main!(benches);
