@@ -14,13 +14,15 @@ use std::hint::black_box;
 use std::pin::pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use sluice_server::App;
 use sluice_server::clock::ManualClock;
 use sluice_server::config::{self, ConfigSource};
 use sluice_server::limiter::CheckInput;
+
+mod threads;
 
 const T0: u64 = 1_800_000_000_000;
 const KEYS: usize = 100_000;
@@ -58,31 +60,17 @@ fn check(c: &mut Criterion) {
         let app = App::new(&config, store, Arc::new(ManualClock::new(T0))).unwrap();
         group.bench_function(BenchmarkId::from_parameter(format!("{threads}t")), |b| {
             b.iter_custom(|iters| {
-                let per_thread = iters.div_ceil(threads as u64);
-                let started = Instant::now();
-                std::thread::scope(|scope| {
-                    for t in 0..threads {
-                        let (app, keys) = (&app, &keys);
-                        scope.spawn(move || {
-                            let mut i = t * 7919;
-                            for _ in 0..per_thread {
-                                i = (i + 104_729) % KEYS;
-                                let input = CheckInput {
-                                    policy: "bench",
-                                    key: &keys[i],
-                                    cost: None,
-                                    tier: None,
-                                    endpoint: None,
-                                };
-                                let verdict = ready(app.limiter.check(&input, T0)).unwrap();
-                                black_box(verdict);
-                            }
-                        });
-                    }
-                });
-                // `iters` checks in all, shared by the threads: wall time per check is the
-                // combined throughput.
-                started.elapsed()
+                threads::on_threads(threads, iters, |t, n| {
+                    let i = (t * 7919 + n as usize * 104_729) % KEYS;
+                    let input = CheckInput {
+                        policy: "bench",
+                        key: &keys[i],
+                        cost: None,
+                        tier: None,
+                        endpoint: None,
+                    };
+                    black_box(ready(app.limiter.check(&input, T0)).unwrap());
+                })
             });
         });
     }

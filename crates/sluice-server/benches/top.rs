@@ -9,10 +9,12 @@
 #![allow(clippy::unwrap_used)]
 
 use std::hint::black_box;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use sluice_server::top::TopKeys;
+
+mod threads;
 
 const T0: u64 = 1_800_000_000_000;
 const KEYS: usize = 100_000;
@@ -26,23 +28,10 @@ fn record(c: &mut Criterion) {
         top.retain_policies(["p"]);
         group.bench_function(BenchmarkId::from_parameter(format!("{threads}t")), |b| {
             b.iter_custom(|iters| {
-                let per_thread = iters.div_ceil(threads as u64);
-                let started = Instant::now();
-                std::thread::scope(|scope| {
-                    for t in 0..threads {
-                        let (top, keys) = (&top, &keys);
-                        scope.spawn(move || {
-                            let mut i = t * 7919;
-                            for n in 0..per_thread {
-                                i = (i + 104_729) % KEYS;
-                                top.record("p", black_box(&keys[i]), n % 4 == 0, T0 + n / 1000);
-                            }
-                        });
-                    }
-                });
-                // `iters` records in all, shared by the threads: wall time per record is the
-                // combined throughput.
-                started.elapsed()
+                threads::on_threads(threads, iters, |t, n| {
+                    let i = (t * 7919 + n as usize * 104_729) % KEYS;
+                    top.record("p", black_box(&keys[i]), n % 4 == 0, T0 + n / 1000);
+                })
             });
         });
     }
