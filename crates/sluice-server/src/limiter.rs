@@ -231,8 +231,9 @@ impl Limiter {
         now_ms: u64,
         parent: &TraceParent,
     ) -> Result<Verdict, LimitError> {
-        let policies = self.policies.load_full();
-        let resolved = self.resolve(&policies, input, None)?;
+        // A guard, not a clone of the set's `Arc`: no reference count shared by every thread
+        // is written. The resolved check holds what it needs; the guard ends here.
+        let resolved = self.resolve(&self.policies.load(), input, None)?;
         let span = telemetry::check_span(parent);
         span.record("ratelimit.policy", &*resolved.policy.name);
         span.record("ratelimit.backend", self.store.kind());
@@ -320,10 +321,12 @@ impl Limiter {
                 field: Some("checks".to_owned()),
             });
         }
-        let policies = self.policies.load_full();
         let mut resolved = Vec::with_capacity(inputs.len());
-        for (i, input) in inputs.iter().enumerate() {
-            resolved.push(self.resolve(&policies, input, Some(i))?);
+        {
+            let policies = self.policies.load();
+            for (i, input) in inputs.iter().enumerate() {
+                resolved.push(self.resolve(&policies, input, Some(i))?);
+            }
         }
         let scope = resolved[0].policy.scope;
         if let Some(i) = resolved.iter().position(|r| r.policy.scope != scope) {

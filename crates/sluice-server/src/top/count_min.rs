@@ -42,24 +42,35 @@ fn column(hash: u64, row: usize) -> usize {
     (z % WIDTH as u64) as usize
 }
 
+/// A key's cell in every row, computed once per key and used on every sketch it touches
+/// (a check adds to two slots, and maybe to their rejection sketches too).
+#[derive(Debug, Clone, Copy)]
+pub struct Cells([usize; DEPTH]);
+
+impl Cells {
+    pub fn of(hash: u64) -> Cells {
+        Cells(std::array::from_fn(|row| column(hash, row)))
+    }
+}
+
 impl CountMin {
-    /// Adds `count` to the key of `hash` and returns its new estimate.
-    pub fn add(&mut self, hash: u64, count: u32) -> u32 {
+    /// Adds `count` to the key of `cells` and returns its new estimate.
+    pub fn add(&mut self, cells: &Cells, count: u32) -> u32 {
         self.total += u64::from(count);
         let mut estimate = u32::MAX;
-        for (row, counters) in self.rows.iter_mut().enumerate() {
-            let cell = &mut counters[column(hash, row)];
+        for (counters, &at) in self.rows.iter_mut().zip(&cells.0) {
+            let cell = &mut counters[at];
             *cell = cell.saturating_add(count);
             estimate = estimate.min(*cell);
         }
         estimate
     }
 
-    pub fn estimate(&self, hash: u64) -> u32 {
+    pub fn estimate(&self, cells: &Cells) -> u32 {
         self.rows
             .iter()
-            .enumerate()
-            .map(|(row, counters)| counters[column(hash, row)])
+            .zip(&cells.0)
+            .map(|(counters, &at)| counters[at])
             .min()
             .unwrap_or(0)
     }
@@ -101,12 +112,12 @@ mod tests {
         let mut sketch = CountMin::default();
         let hash = |i: u64| i.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (i << 29);
         for i in 0..20_000u64 {
-            sketch.add(hash(i % 5000), 1);
+            sketch.add(&Cells::of(hash(i % 5000)), 1);
         }
         let bound = sketch.error_bound();
         let mut over = 0;
         for i in 0..5000 {
-            let estimate = u64::from(sketch.estimate(hash(i)));
+            let estimate = u64::from(sketch.estimate(&Cells::of(hash(i))));
             assert!(estimate >= 4);
             if estimate - 4 > bound {
                 over += 1;

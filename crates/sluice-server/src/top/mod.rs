@@ -27,7 +27,7 @@ use ahash::RandomState;
 use arc_swap::ArcSwap;
 use parking_lot::Mutex;
 
-use count_min::CountMin;
+use count_min::{Cells, CountMin};
 use distinct::Distinct;
 
 /// The most a query returns.
@@ -182,11 +182,11 @@ impl Slot {
         id == self.id
     }
 
-    fn record(&mut self, hash: u64, key: &str, denied: bool) {
-        let checked = self.checked.add(hash, 1);
+    fn record(&mut self, hash: u64, cells: &Cells, key: &str, denied: bool) {
+        let checked = self.checked.add(cells, 1);
         self.top_checked.offer(hash, key, checked);
         if denied {
-            let rejected = self.rejected.add(hash, 1);
+            let rejected = self.rejected.add(cells, 1);
             self.top_rejected.offer(hash, key, rejected);
         }
     }
@@ -221,13 +221,14 @@ impl PolicyHistory {
     fn record(&mut self, hash: u64, key: &str, denied: bool, now_ms: u64) {
         let minute = now_ms / MINUTE_MS;
         let five = now_ms / FIVE_MINUTES_MS;
+        let cells = Cells::of(hash);
         let slot = &mut self.minutes[(minute % MINUTE_SLOTS as u64) as usize];
         if slot.roll(minute) {
-            slot.record(hash, key, denied);
+            slot.record(hash, &cells, key, denied);
         }
         let slot = &mut self.five_minutes[(five % FIVE_MINUTE_SLOTS as u64) as usize];
         if slot.roll(five) {
-            slot.record(hash, key, denied);
+            slot.record(hash, &cells, key, denied);
         }
         let slot = &mut self.distinct[(minute % MINUTE_SLOTS as u64) as usize];
         if minute > slot.id {
@@ -278,9 +279,10 @@ impl PolicyHistory {
         let entries: Vec<TopEntry> = candidates
             .into_iter()
             .map(|(hash, key)| {
-                let c = u64::from(checked.estimate(hash));
+                let cells = Cells::of(hash);
+                let c = u64::from(checked.estimate(&cells));
                 // Both are overestimates; the truth never has more rejections than checks.
-                let r = u64::from(rejected.estimate(hash)).min(c);
+                let r = u64::from(rejected.estimate(&cells)).min(c);
                 TopEntry {
                     key: key.to_owned(),
                     rejected: r,
