@@ -15,6 +15,12 @@ use sluice_server::{App, backend};
 use tokio::net::TcpListener;
 use tokio::signal::unix::{SignalKind, signal};
 
+/// mimalloc rather than the system allocator: a check allocates a few small buffers (the
+/// answer body, header values), and glibc malloc spent ~4.7k instructions per request on them
+/// (docs/PERFORMANCE.md).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Debug, Parser)]
 #[command(name = "sluiced", version, about = "The sluice rate-limiter daemon")]
 struct Args {
