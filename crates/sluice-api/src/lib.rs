@@ -105,6 +105,46 @@ impl Serialize for CheckResponse {
     }
 }
 
+impl CheckResponse {
+    /// Writes the JSON of an answer without a problem document (every allowed answer) into
+    /// `out` directly: the very text `serde_json` writes for it (a test compares them), without
+    /// escaping six constant field names on every answer. False, with `out` untouched, when
+    /// the answer needs the general path: a denial, or a policy name JSON would escape.
+    pub fn write_plain_json(&self, out: &mut Vec<u8>) -> bool {
+        let plain_name = self
+            .policy
+            .bytes()
+            .all(|b| b.is_ascii_graphic() && b != b'"' && b != b'\\');
+        if self.problem.is_some() || !plain_name {
+            return false;
+        }
+        let mut number = itoa::Buffer::new();
+        out.extend_from_slice(if self.allowed {
+            b"{\"allowed\":true,\"policy\":\""
+        } else {
+            b"{\"allowed\":false,\"policy\":\""
+        });
+        out.extend_from_slice(self.policy.as_bytes());
+        out.extend_from_slice(b"\",\"limit\":");
+        out.extend_from_slice(number.format(self.limit).as_bytes());
+        out.extend_from_slice(b",\"remaining\":");
+        out.extend_from_slice(number.format(self.remaining).as_bytes());
+        out.extend_from_slice(b",\"reset\":");
+        out.extend_from_slice(number.format(self.reset).as_bytes());
+        if let Some(retry_after) = self.retry_after {
+            out.extend_from_slice(b",\"retry_after\":");
+            out.extend_from_slice(number.format(retry_after).as_bytes());
+        }
+        out.extend_from_slice(b",\"delay_ms\":");
+        out.extend_from_slice(number.format(self.delay_ms).as_bytes());
+        if self.degraded {
+            out.extend_from_slice(b",\"degraded\":true");
+        }
+        out.push(b'}');
+        true
+    }
+}
+
 /// The fields a 429 adds: `error`/`message` for simple clients, and an RFC 9457 problem
 /// document for those that read `application/problem+json`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -338,5 +378,59 @@ mod tests {
                 r#""title":"Too Many Requests","status":429,"violated-policies":["public"]}"#
             )
         );
+    }
+
+    #[test]
+    fn the_direct_writer_writes_what_serde_writes() {
+        let mut checked = 0;
+        for policy in ["public", "a.b-c_9", "x"] {
+            for allowed in [true, false] {
+                for retry_after in [None, Some(1), Some(u64::MAX)] {
+                    for degraded in [false, true] {
+                        for n in [0, 7, 1_000_000_007, u64::MAX] {
+                            let body = CheckResponse {
+                                allowed,
+                                policy: policy.into(),
+                                limit: n,
+                                remaining: n / 2,
+                                reset: n ^ 1,
+                                retry_after,
+                                delay_ms: n / 3,
+                                degraded,
+                                problem: None,
+                            };
+                            let mut out = Vec::new();
+                            assert!(body.write_plain_json(&mut out));
+                            assert_eq!(
+                                String::from_utf8(out).unwrap(),
+                                serde_json::to_string(&body).unwrap()
+                            );
+                            checked += 1;
+                        }
+                    }
+                }
+            }
+        }
+        assert_eq!(checked, 3 * 2 * 3 * 2 * 4);
+        // Denials and names JSON escapes take the general path.
+        let mut body = CheckResponse {
+            allowed: false,
+            policy: "public".into(),
+            limit: 1,
+            remaining: 0,
+            reset: 0,
+            retry_after: Some(1),
+            delay_ms: 0,
+            degraded: false,
+            problem: Some(Problem::quota_exceeded(vec!["public".into()])),
+        };
+        let mut out = Vec::new();
+        assert!(!body.write_plain_json(&mut out));
+        body.problem = None;
+        body.policy = "quo\"te".into();
+        assert!(!body.write_plain_json(&mut out));
+        body.policy = "ünï".into();
+        assert!(!body.write_plain_json(&mut out));
+        assert!(out.is_empty());
     }
 }

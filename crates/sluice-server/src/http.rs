@@ -156,18 +156,9 @@ pub(crate) fn json_with<T: Serialize>(
     body: &T,
 ) -> Response {
     // A check answer is ~150 bytes: one allocation, no regrowth.
-    let mut bytes = Vec::with_capacity(256);
+    let mut bytes = Vec::with_capacity(ANSWER_CAPACITY);
     match serde_json::to_writer(&mut bytes, body) {
-        Ok(()) => {
-            let mut response = Response::new(axum::body::Body::from(bytes));
-            *response.status_mut() = status;
-            let headers = response.headers_mut();
-            // Room for the content type and every decision header (`set_headers`) at once:
-            // the map is allocated once instead of grown per insert.
-            headers.reserve(12);
-            headers.insert(CONTENT_TYPE, content_type);
-            response
-        }
+        Ok(()) => json_bytes(status, content_type, bytes),
         // Our own types always serialize; answer something valid regardless.
         Err(_) => (
             StatusCode::INTERNAL_SERVER_ERROR,
@@ -175,6 +166,32 @@ pub(crate) fn json_with<T: Serialize>(
             r#"{"error":"internal","message":"could not encode the answer"}"#,
         )
             .into_response(),
+    }
+}
+
+/// Room for a check's answer: one allocation, no regrowth.
+const ANSWER_CAPACITY: usize = 256;
+
+/// A response of JSON already encoded.
+fn json_bytes(status: StatusCode, content_type: HeaderValue, bytes: Vec<u8>) -> Response {
+    let mut response = Response::new(axum::body::Body::from(bytes));
+    *response.status_mut() = status;
+    let headers = response.headers_mut();
+    // Room for the content type and every decision header (`set_headers`) at once: the map
+    // is allocated once instead of grown per insert.
+    headers.reserve(12);
+    headers.insert(CONTENT_TYPE, content_type);
+    response
+}
+
+/// One check's answer: written directly when it is plain (every allowed answer), through
+/// serde otherwise; the same text either way.
+fn check_answer(status: StatusCode, content_type: HeaderValue, body: &CheckResponse) -> Response {
+    let mut bytes = Vec::with_capacity(ANSWER_CAPACITY);
+    if body.write_plain_json(&mut bytes) {
+        json_bytes(status, content_type, bytes)
+    } else {
+        json_with(status, content_type, body)
     }
 }
 
@@ -358,9 +375,9 @@ async fn decide(app: &App, body: &[u8], parent: &TraceParent) -> Result<Response
     let verdict = app.limiter.check_traced(&input, now_ms, parent).await?;
     let body = body_of(&verdict);
     let mut response = if verdict.allowed {
-        json_response(StatusCode::OK, &body)
+        check_answer(StatusCode::OK, JSON, &body)
     } else {
-        json_with(StatusCode::TOO_MANY_REQUESTS, PROBLEM_JSON, &body)
+        check_answer(StatusCode::TOO_MANY_REQUESTS, PROBLEM_JSON, &body)
     };
     set_headers(response.headers_mut(), &verdict);
     Ok(response)
