@@ -14,7 +14,6 @@ use std::hint::black_box;
 use std::pin::pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
-use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use sluice_server::App;
@@ -61,7 +60,7 @@ fn check(c: &mut Criterion) {
         group.bench_function(BenchmarkId::from_parameter(format!("{threads}t")), |b| {
             b.iter_custom(|iters| {
                 threads::on_threads(threads, iters, |t, n| {
-                    let i = (t * 7919 + n as usize * 104_729) % KEYS;
+                    let i = threads::key_index(t, n, KEYS);
                     let input = CheckInput {
                         policy: "bench",
                         key: &keys[i],
@@ -79,9 +78,7 @@ fn check(c: &mut Criterion) {
 
 criterion_group! {
     name = benches;
-    config = Criterion::default()
-        .warm_up_time(Duration::from_secs(1))
-        .measurement_time(Duration::from_secs(3));
+    config = threads::criterion();
     targets = check
 }
 criterion_main!(benches);

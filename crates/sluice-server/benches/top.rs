@@ -9,7 +9,6 @@
 #![allow(clippy::unwrap_used)]
 
 use std::hint::black_box;
-use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use sluice_server::top::TopKeys;
@@ -29,7 +28,7 @@ fn record(c: &mut Criterion) {
         group.bench_function(BenchmarkId::from_parameter(format!("{threads}t")), |b| {
             b.iter_custom(|iters| {
                 threads::on_threads(threads, iters, |t, n| {
-                    let i = (t * 7919 + n as usize * 104_729) % KEYS;
+                    let i = threads::key_index(t, n, KEYS);
                     top.record("p", black_box(&keys[i]), n % 4 == 0, T0 + n / 1000);
                 })
             });
@@ -40,9 +39,7 @@ fn record(c: &mut Criterion) {
 
 criterion_group! {
     name = benches;
-    config = Criterion::default()
-        .warm_up_time(Duration::from_secs(1))
-        .measurement_time(Duration::from_secs(3));
+    config = threads::criterion();
     targets = record
 }
 criterion_main!(benches);
