@@ -155,8 +155,21 @@ pub(crate) fn json_with<T: Serialize>(
     content_type: HeaderValue,
     body: &T,
 ) -> Response {
-    // A check answer is ~150 bytes: one allocation, no regrowth.
-    let mut bytes = Vec::with_capacity(ANSWER_CAPACITY);
+    serde_into(
+        status,
+        content_type,
+        Vec::with_capacity(ANSWER_CAPACITY),
+        body,
+    )
+}
+
+/// `body` encoded by serde after whatever `bytes` holds (nothing, from every caller).
+fn serde_into<T: Serialize>(
+    status: StatusCode,
+    content_type: HeaderValue,
+    mut bytes: Vec<u8>,
+    body: &T,
+) -> Response {
     match serde_json::to_writer(&mut bytes, body) {
         Ok(()) => json_bytes(status, content_type, bytes),
         // Our own types always serialize; answer something valid regardless.
@@ -169,7 +182,7 @@ pub(crate) fn json_with<T: Serialize>(
     }
 }
 
-/// Room for a check's answer: one allocation, no regrowth.
+/// Room for a check's answer (~150 bytes): one allocation, no regrowth.
 const ANSWER_CAPACITY: usize = 256;
 
 /// A response of JSON already encoded.
@@ -191,7 +204,8 @@ fn check_answer(status: StatusCode, content_type: HeaderValue, body: &CheckRespo
     if body.write_plain_json(&mut bytes) {
         json_bytes(status, content_type, bytes)
     } else {
-        json_with(status, content_type, body)
+        // `write_plain_json` left the buffer empty: serde writes into the same allocation.
+        serde_into(status, content_type, bytes, body)
     }
 }
 

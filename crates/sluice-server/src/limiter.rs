@@ -211,12 +211,7 @@ impl Limiter {
 
     /// Whether the backend answers, within the timeout.
     pub async fn ready(&self) -> Result<(), StoreError> {
-        match self.timeout {
-            None => self.store.ping().await,
-            Some(limit) => tokio::time::timeout(limit, self.store.ping())
-                .await
-                .unwrap_or(Err(StoreError::Timeout)),
-        }
+        within(self.timeout, self.store.ping()).await
     }
 
     /// Decides one check at `now_ms`, starting a trace if it is sampled.
@@ -454,12 +449,7 @@ impl Limiter {
             return result;
         }
         let started = redis.map(|_| Instant::now());
-        let result = match timeout {
-            None => store.check(check, now_ms).await,
-            Some(limit) => tokio::time::timeout(limit, store.check(check, now_ms))
-                .await
-                .unwrap_or(Err(StoreError::Timeout)),
-        };
+        let result = within(timeout, store.check(check, now_ms)).await;
         self.backend_call_done(&child, redis, op, started, result.as_ref().err());
         result
     }
@@ -475,12 +465,7 @@ impl Limiter {
         let (store, timeout, redis) = self.route(scope)?;
         let child = telemetry::backend_span(span, store.kind(), BATCH_OP);
         let started = redis.map(|_| Instant::now());
-        let result = match timeout {
-            None => store.check_all(checks, now_ms).await,
-            Some(limit) => tokio::time::timeout(limit, store.check_all(checks, now_ms))
-                .await
-                .unwrap_or(Err(StoreError::Timeout)),
-        };
+        let result = within(timeout, store.check_all(checks, now_ms)).await;
         self.backend_call_done(&child, redis, BATCH_OP, started, result.as_ref().err());
         result
     }
@@ -661,6 +646,19 @@ impl Limiter {
                 degraded(r, now_ms)
             })
             .collect())
+    }
+}
+
+/// `call` bounded by `timeout` when there is one (the memory store has none: it cannot hang).
+async fn within<T>(
+    timeout: Option<Duration>,
+    call: impl Future<Output = Result<T, StoreError>>,
+) -> Result<T, StoreError> {
+    match timeout {
+        None => call.await,
+        Some(limit) => tokio::time::timeout(limit, call)
+            .await
+            .unwrap_or(Err(StoreError::Timeout)),
     }
 }
 

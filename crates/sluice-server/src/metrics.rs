@@ -76,8 +76,7 @@ pub struct PeerLabels {
 
 /// Histograms are [`StripedHistogram`]s: the check path observes two per check from every
 /// worker thread, which prometheus-client's mutex-guarded `Histogram` serialised.
-type Histogram = StripedHistogram;
-type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
+type HistogramFamily<L> = Family<L, StripedHistogram, fn() -> StripedHistogram>;
 
 const REDIS_BUCKETS: [f64; 6] = [0.001, 0.005, 0.01, 0.025, 0.05, 0.1];
 const CHECK_BUCKETS: [f64; 12] = [
@@ -115,20 +114,20 @@ impl<M: EncodeMetric> EncodeMetric for Described<M> {
     }
 }
 
-fn redis_histogram() -> Histogram {
-    Histogram::new(&REDIS_BUCKETS)
+fn redis_histogram() -> StripedHistogram {
+    StripedHistogram::new(&REDIS_BUCKETS)
 }
 
-fn check_histogram() -> Histogram {
-    Histogram::new(&CHECK_BUCKETS)
+fn check_histogram() -> StripedHistogram {
+    StripedHistogram::new(&CHECK_BUCKETS)
 }
 
-fn utilization_histogram() -> Histogram {
-    Histogram::new(&UTILIZATION_BUCKETS)
+fn utilization_histogram() -> StripedHistogram {
+    StripedHistogram::new(&UTILIZATION_BUCKETS)
 }
 
-fn lag_histogram() -> Histogram {
-    Histogram::new(&LAG_BUCKETS)
+fn lag_histogram() -> StripedHistogram {
+    StripedHistogram::new(&LAG_BUCKETS)
 }
 
 /// The daemon's metrics and the registry that exports them.
@@ -385,8 +384,8 @@ pub struct PolicyMeters {
     /// that the table would be large, and the families are asked directly.
     requests: Box<[OnceLock<Counter>]>,
     /// By tier.
-    utilization: Box<[OnceLock<Histogram>]>,
-    check_duration: OnceLock<Histogram>,
+    utilization: Box<[OnceLock<StripedHistogram>]>,
+    check_duration: OnceLock<StripedHistogram>,
 }
 
 /// Most `requests` slots kept per policy (16 bytes each).

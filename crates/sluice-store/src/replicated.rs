@@ -632,24 +632,19 @@ impl ReplicatedStore {
             if committed && check.cost > 0 {
                 self.enqueue(p, n(*own), now_ms);
             }
-            decisions.push(if committed || checks.len() == 1 {
-                Decision {
-                    allowed: *allowed == 1,
-                    limit: check.params.limit,
-                    remaining: n(*remaining),
-                    reset_ms: n(*reset),
-                    retry_after_ms: n(*retry),
-                    delay_ms: 0,
-                }
+            // A denied batch consumed nothing: each check reports the state before it.
+            let (remaining, reset) = if committed || checks.len() == 1 {
+                (remaining, reset)
             } else {
-                Decision {
-                    allowed: *allowed == 1,
-                    limit: check.params.limit,
-                    remaining: n(*before_remaining),
-                    reset_ms: n(*before_reset),
-                    retry_after_ms: n(*retry),
-                    delay_ms: 0,
-                }
+                (before_remaining, before_reset)
+            };
+            decisions.push(Decision {
+                allowed: *allowed == 1,
+                limit: check.params.limit,
+                remaining: n(*remaining),
+                reset_ms: n(*reset),
+                retry_after_ms: n(*retry),
+                delay_ms: 0,
             });
         }
         Ok(decisions)
