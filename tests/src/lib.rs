@@ -1,27 +1,19 @@
-//! Shared harness of the end-to-end tests in `tests/`: a real daemon (the library's `serve`,
-//! the real router and memory store) on a temp-dir Unix socket and a loopback TCP port, with
-//! a manual clock so tests decide time, stopped when the handle drops.
+//! Shared helpers of the end-to-end tests in `tests/`: the policies they use, request and
+//! header helpers, a counting upstream for the proxy tests. The daemon itself is the library's
+//! own harness, [`Daemon`] (`sluice_server::testing`).
 
 // Only tests use this crate: a failed set-up should panic the test that asked for it.
 #![allow(clippy::unwrap_used)]
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use sluice_api::CheckRequest;
-use sluice_client::Client;
-use sluice_server::App;
-use sluice_server::clock::{Clock, ManualClock, SystemClock};
-use sluice_server::config::{self, ConfigSource};
-use sluice_server::server::{self, Listeners};
-use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 pub mod region;
 
-/// A round instant (aligned to every test window) so expected values are easy to read.
-pub const T0: u64 = 1_800_000_000_000;
+pub use sluice_server::testing::{Daemon, T0};
 
 /// Policies the tests use; each test picks its own keys so tests never share state.
 pub const TEST_CONFIG: &str = r#"
@@ -76,125 +68,6 @@ algorithm = "sliding_window_log"
 limit = 100
 window = "1h"
 "#;
-
-/// A running daemon.
-#[derive(Debug)]
-pub struct Daemon {
-    pub dir: tempfile::TempDir,
-    pub socket: PathBuf,
-    pub tcp: SocketAddr,
-    /// The separate `/metrics` listener (`listen.metrics`).
-    pub metrics: SocketAddr,
-    /// The Envoy RLS gRPC listener (`listen.grpc`).
-    pub grpc: SocketAddr,
-    /// The Envoy RLS on a Unix socket (`listen.grpc = "unix:PATH"`).
-    pub grpc_socket: PathBuf,
-    pub clock: Arc<ManualClock>,
-    pub app: App,
-    shutdown: Option<oneshot::Sender<()>>,
-    task: Option<JoinHandle<std::io::Result<()>>>,
-}
-
-impl Daemon {
-    /// A daemon serving [`TEST_CONFIG`] at [`T0`].
-    pub async fn start() -> Daemon {
-        Daemon::with_config(TEST_CONFIG).await
-    }
-
-    /// A daemon serving `toml` (listen settings are the harness's own).
-    pub async fn with_config(toml: &str) -> Daemon {
-        let clock = Arc::new(ManualClock::new(T0));
-        Daemon::with_clocks(toml, clock.clone(), clock).await
-    }
-
-    /// A daemon serving `toml` on the wall clock, for tests whose time is real (replication
-    /// between regions over real links). `clock` is then not the daemon's.
-    pub async fn with_wall_clock(toml: &str) -> Daemon {
-        Daemon::with_clocks(toml, Arc::new(SystemClock), Arc::new(ManualClock::new(T0))).await
-    }
-
-    async fn with_clocks(toml: &str, time: Arc<dyn Clock>, clock: Arc<ManualClock>) -> Daemon {
-        let config = config::load(&ConfigSource::Text {
-            name: "test.toml".to_owned(),
-            toml: toml.to_owned(),
-        })
-        .unwrap();
-        let store = sluice_server::backend::build_store(&config.backend).unwrap();
-        let app = App::new(&config, store, time).unwrap();
-        let dir = tempfile::tempdir().unwrap();
-        let socket = dir.path().join("sluiced.sock");
-        let unix = server::bind_unix(&socket, 0o660).unwrap();
-        let http = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let tcp = http.local_addr().unwrap();
-        let metrics_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let metrics = metrics_listener.local_addr().unwrap();
-        let grpc_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let grpc = grpc_listener.local_addr().unwrap();
-        let grpc_socket = dir.path().join("rls.sock");
-        let grpc_unix = server::bind_unix(&grpc_socket, 0o660).unwrap();
-        let (tx, rx) = oneshot::channel();
-        let listeners = Listeners {
-            unix: Some(unix),
-            http: Some(http),
-            metrics: Some(metrics_listener),
-            grpc: Some(grpc_listener),
-            grpc_unix: Some(grpc_unix),
-        };
-        let task = tokio::spawn(server::serve(app.clone(), listeners, async move {
-            let _ = rx.await;
-        }));
-        Daemon {
-            dir,
-            socket,
-            tcp,
-            metrics,
-            grpc,
-            grpc_socket,
-            clock,
-            app,
-            shutdown: Some(tx),
-            task: Some(task),
-        }
-    }
-
-    /// A client over the Unix socket.
-    pub fn unix(&self) -> Client {
-        Client::unix(&self.socket)
-    }
-
-    /// A client over TCP.
-    pub fn tcp(&self) -> Client {
-        Client::tcp(self.tcp.to_string())
-    }
-
-    /// The status `GET path` answers over the socket.
-    pub async fn status(&self, path: &str) -> u16 {
-        self.unix()
-            .send(http::Method::GET, path, &[], "")
-            .await
-            .unwrap()
-            .status
-    }
-
-    /// Stops gracefully and waits for the server to finish.
-    pub async fn stop(mut self) -> std::io::Result<()> {
-        if let Some(tx) = self.shutdown.take() {
-            let _ = tx.send(());
-        }
-        match self.task.take() {
-            Some(task) => task.await.unwrap(),
-            None => Ok(()),
-        }
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        if let Some(tx) = self.shutdown.take() {
-            let _ = tx.send(());
-        }
-    }
-}
 
 /// A check of cost 1.
 pub fn req(policy: &str, key: &str) -> CheckRequest {

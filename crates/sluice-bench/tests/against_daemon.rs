@@ -7,66 +7,19 @@
 
 use std::path::Path;
 use std::process::Stdio;
-use std::sync::Arc;
 use std::time::Duration;
 
 use sluice_bench::Report;
-use sluice_server::App;
-use sluice_server::clock::ManualClock;
-use sluice_server::config::{self, ConfigSource};
-use sluice_server::server::{self, Listeners};
+use sluice_server::testing::Daemon;
 
-/// Aligned to the hour, so the fixed window below never turns during a run.
-const T0: u64 = 1_800_000_000_000;
 const LIMIT: u64 = 50;
 const KEYS: u64 = 10;
-
-struct Daemon {
-    _dir: tempfile::TempDir,
-    socket: std::path::PathBuf,
-    tcp: std::net::SocketAddr,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-    }
-}
 
 async fn daemon() -> Daemon {
     let toml = format!(
         "[policies.bench]\nalgorithm = \"fixed_window\"\nlimit = {LIMIT}\nwindow = \"1h\"\n"
     );
-    let config = config::load(&ConfigSource::Text {
-        name: "bench.toml".to_owned(),
-        toml,
-    })
-    .unwrap();
-    let store = sluice_server::backend::build_store(&config.backend).unwrap();
-    let app = App::new(&config, store, Arc::new(ManualClock::new(T0))).unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let socket = dir.path().join("sluiced.sock");
-    let unix = server::bind_unix(&socket, 0o600).unwrap();
-    let http = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let tcp = http.local_addr().unwrap();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let listeners = Listeners {
-        unix: Some(unix),
-        http: Some(http),
-        ..Listeners::default()
-    };
-    tokio::spawn(server::serve(app, listeners, async move {
-        let _ = stopped.await;
-    }));
-    Daemon {
-        _dir: dir,
-        socket,
-        tcp,
-        stop: Some(stop),
-    }
+    Daemon::start(&toml).await
 }
 
 /// Runs the binary with `args` and returns its parsed last stdout line and its stderr.

@@ -4,12 +4,8 @@
 
 use std::path::Path;
 use std::process::Output;
-use std::sync::Arc;
 
-use sluice_server::App;
-use sluice_server::clock::ManualClock;
-use sluice_server::config::{self, ConfigSource};
-use sluice_server::server::{self, Listeners};
+use sluice_server::testing::Daemon;
 
 const CONFIG: &str = r#"
 [admin]
@@ -21,46 +17,8 @@ limit = 2
 window = "1h"
 "#;
 
-struct Daemon {
-    _dir: tempfile::TempDir,
-    socket: std::path::PathBuf,
-    tcp: String,
-    _stop: tokio::sync::oneshot::Sender<()>,
-}
-
 async fn daemon() -> Daemon {
-    let config = config::load(&ConfigSource::Text {
-        name: "cli.toml".to_owned(),
-        toml: CONFIG.to_owned(),
-    })
-    .unwrap();
-    let store = sluice_server::backend::build_store(&config.backend).unwrap();
-    let app = App::new(
-        &config,
-        store,
-        Arc::new(ManualClock::new(1_800_000_000_000)),
-    )
-    .unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let socket = dir.path().join("sluiced.sock");
-    let unix = server::bind_unix(&socket, 0o600).unwrap();
-    let http = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let tcp = http.local_addr().unwrap().to_string();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let listeners = Listeners {
-        unix: Some(unix),
-        http: Some(http),
-        ..Listeners::default()
-    };
-    tokio::spawn(server::serve(app, listeners, async move {
-        let _ = stopped.await;
-    }));
-    Daemon {
-        _dir: dir,
-        socket,
-        tcp,
-        _stop: stop,
-    }
+    Daemon::start(CONFIG).await
 }
 
 async fn sluice(socket: &Path, args: &[&str]) -> Output {
@@ -113,7 +71,11 @@ async fn json_prints_the_daemons_body() {
 #[tokio::test]
 async fn http_reaches_the_same_daemon() {
     let d = daemon().await;
-    let out = sluice(&d.socket, &["--http", &d.tcp, "check", "cli", "user:tcp"]).await;
+    let out = sluice(
+        &d.socket,
+        &["--http", &d.tcp.to_string(), "check", "cli", "user:tcp"],
+    )
+    .await;
     assert_eq!(out.status.code(), Some(0), "{out:?}");
     assert!(stdout(&out).contains("remaining=1"), "{out:?}");
 }

@@ -20,6 +20,7 @@ use sluice_server::App;
 use sluice_server::clock::ManualClock;
 use sluice_server::config::{self, ConfigSource};
 use sluice_server::limiter::CheckInput;
+use sluice_server::stores::Stores;
 
 mod threads;
 
@@ -46,17 +47,21 @@ fn ready<T>(future: impl Future<Output = T>) -> T {
 fn check(c: &mut Criterion) {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let _inside = runtime.enter();
-    let config = config::load(&ConfigSource::Text {
-        name: "bench.toml".to_owned(),
-        toml: CONFIG.to_owned(),
-    })
-    .unwrap();
+    let load = || {
+        config::load(&ConfigSource::Text {
+            name: "bench.toml".to_owned(),
+            toml: CONFIG.to_owned(),
+        })
+        .unwrap()
+    };
     let keys: Vec<String> = (0..KEYS).map(|i| format!("user:{i}")).collect();
     let mut group = c.benchmark_group("limiter_check");
     group.throughput(Throughput::Elements(1));
     for threads in [1usize, 2] {
-        let store = sluice_server::backend::build_store(&config.backend).unwrap();
-        let app = App::new(&config, store, Arc::new(ManualClock::new(T0))).unwrap();
+        let settings = load();
+        let clock = Arc::new(ManualClock::new(T0));
+        let stores = Stores::build(&settings.backend, &settings.region, clock.clone()).unwrap();
+        let app = App::new(settings, stores, clock);
         group.bench_function(BenchmarkId::from_parameter(format!("{threads}t")), |b| {
             b.iter_custom(|iters| {
                 threads::on_threads(threads, iters, |t, n| {

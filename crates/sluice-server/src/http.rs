@@ -631,21 +631,19 @@ mod tests {
 
     use super::*;
     use crate::clock::ManualClock;
-    use crate::config::{self, ConfigSource};
-    use crate::testing::Down;
+    use crate::stores::Stores;
+    use crate::testing::{self, Down};
 
     async fn call(body: &'static str, path: &str) -> (StatusCode, HeaderMap, serde_json::Value) {
-        let config = config::load_with_env(
-            &ConfigSource::Text {
-                name: "t.toml".into(),
-                toml: "[policies.open]\nalgorithm = \"gcra\"\nlimit = 10\nwindow = \"1s\"\n\
-                       [policies.closed]\nalgorithm = \"gcra\"\nlimit = 10\nwindow = \"1s\"\nfail = \"closed\"\n"
-                    .into(),
-            },
-            figment::providers::Env::raw().only(&[]),
-        )
-        .unwrap();
-        let app = App::new(&config, Arc::new(Down), Arc::new(ManualClock::new(5_000))).unwrap();
+        let settings = testing::settings(
+            "[policies.open]\nalgorithm = \"gcra\"\nlimit = 10\nwindow = \"1s\"\n\
+             [policies.closed]\nalgorithm = \"gcra\"\nlimit = 10\nwindow = \"1s\"\nfail = \"closed\"\n",
+        );
+        let app = App::new(
+            settings,
+            Stores::local(Arc::new(Down)),
+            Arc::new(ManualClock::new(5_000)),
+        );
         let method = if body.is_empty() { "GET" } else { "POST" };
         let request = http::Request::builder()
             .method(method)

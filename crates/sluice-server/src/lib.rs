@@ -4,7 +4,6 @@
 //! needs to run a real daemon in process is here: [`App`], [`server::serve`], the clocks.
 
 pub mod admin;
-pub mod backend;
 pub mod clock;
 pub mod config;
 pub mod forward_auth;
@@ -14,12 +13,12 @@ pub mod limiter;
 pub mod metrics;
 pub mod overrides;
 pub mod policy;
-pub mod region;
 pub mod rls;
 pub mod server;
+pub mod stores;
 pub mod telemetry;
-#[cfg(test)]
-mod testing;
+#[cfg(any(test, feature = "test-support"))]
+pub mod testing;
 pub mod top;
 
 use std::sync::Arc;
@@ -27,13 +26,16 @@ use std::time::Duration;
 
 use arc_swap::ArcSwap;
 
-use sluice_store::Store;
-
 use crate::clock::Clock;
-use crate::config::{Config, FieldError};
+use crate::config::{RegionSettings, Settings};
 use crate::limiter::Limiter;
 use crate::metrics::Metrics;
 use crate::overrides::RuntimeLimits;
+use crate::stores::Stores;
+
+/// The bound on store calls when the settings have none (process memory cannot hang; a test
+/// store standing in for Redis still gets one).
+const DEFAULT_TIMEOUT: Duration = Duration::from_millis(50);
 
 /// Everything a request handler needs: cheap to clone.
 #[derive(Debug, Clone)]
@@ -48,34 +50,28 @@ pub struct App {
     /// `[[rls.descriptors]]`, swapped whole on reload.
     pub rls: Arc<ArcSwap<rls::Rules>>,
     /// `[region]` as started: a reload cannot change it.
-    pub region: Arc<region::RegionConfig>,
+    pub region: Arc<RegionSettings>,
 }
 
 impl App {
-    /// An app serving `config`'s policies on `store`, reading time from `clock`; with a
-    /// `[region]`, also on the global and replicated stores it describes (replication starts
-    /// here, so this must run inside a Tokio runtime).
-    pub fn new(
-        config: &Config,
-        store: Arc<dyn Store>,
-        clock: Arc<dyn Clock>,
-    ) -> Result<App, Vec<FieldError>> {
-        let limits = RuntimeLimits::new(config.policies.clone());
-        let policies = limits.replace_file(config.policies.clone())?;
-        let timeout = Duration::from_millis(config.backend.timeout_ms());
-        let rls = rls::Rules::compile(&config.rls, &config.policies)?;
-        let stores = region::build(&config.region, &config.backend, clock.clone())
-            .map_err(|error| vec![error])?;
-        let limiter =
-            Limiter::new(store, policies, Arc::new(Metrics::new()), timeout).with_region(stores);
-        Ok(App {
+    /// An app serving the compiled `settings` on `stores`, reading time from `clock`.
+    pub fn new(settings: Settings, stores: Stores, clock: Arc<dyn Clock>) -> App {
+        let timeout = settings.backend.timeout().unwrap_or(DEFAULT_TIMEOUT);
+        let limits = RuntimeLimits::new(settings.policy_configs);
+        let limiter = Limiter::new(
+            stores.local,
+            settings.policies,
+            Arc::new(Metrics::new()),
+            timeout,
+        )
+        .with_region(stores.region);
+        App {
             limiter: Arc::new(limiter),
             clock,
             limits: Arc::new(limits),
-            admin_token: (!config.admin.token.is_empty())
-                .then(|| config.admin.token.as_str().into()),
-            rls: Arc::new(ArcSwap::from_pointee(rls)),
-            region: Arc::new(config.region.clone()),
-        })
+            admin_token: settings.admin_token,
+            rls: Arc::new(ArcSwap::from_pointee(settings.rls)),
+            region: Arc::new(settings.region),
+        }
     }
 }

@@ -19,7 +19,7 @@ use crate::metrics::{
     PolicyTierLabels, RequestLabels,
 };
 use crate::policy::{FailMode, Limit, NO_TIER, OTHER, Policy, PolicySet, Scope};
-use crate::region::RegionStores;
+use crate::stores::RegionStores;
 use crate::telemetry::{self, TraceParent};
 use crate::top::TopKeys;
 

@@ -7,11 +7,12 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use clap::Parser;
+use sluice_server::App;
 use sluice_server::clock::SystemClock;
-use sluice_server::config::{self, Config, ConfigSource};
+use sluice_server::config::{self, ConfigSource, ListenAddr, Settings};
 use sluice_server::server::{self, Listeners};
+use sluice_server::stores::Stores;
 use sluice_server::telemetry::{self, Telemetry};
-use sluice_server::{App, backend};
 use tokio::net::TcpListener;
 use tokio::signal::unix::{SignalKind, signal};
 
@@ -36,11 +37,11 @@ fn main() -> ExitCode {
     let args = Args::parse();
     if let Some(path) = args.check_config {
         return match config::load(&ConfigSource::File(path.clone())) {
-            Ok(config) => {
+            Ok(settings) => {
                 println!(
                     "{}: valid, {} policies",
                     path.display(),
-                    config.policies.len()
+                    settings.policies.len()
                 );
                 ExitCode::SUCCESS
             }
@@ -53,8 +54,8 @@ fn main() -> ExitCode {
     let source = args
         .config
         .map_or(ConfigSource::Builtin, ConfigSource::File);
-    let config = match config::load(&source) {
-        Ok(config) => config,
+    let settings = match config::load(&source) {
+        Ok(settings) => settings,
         Err(err) => {
             eprintln!("{err}");
             return ExitCode::from(2);
@@ -68,14 +69,14 @@ fn main() -> ExitCode {
         }
     };
     // Inside the runtime: the trace exporter's gRPC channel lives on it.
-    let telemetry = match runtime.block_on(async { telemetry::init(&config.telemetry) }) {
+    let telemetry = match runtime.block_on(async { telemetry::init(&settings.telemetry) }) {
         Ok(telemetry) => telemetry,
         Err(err) => {
             eprintln!("sluiced: {err}");
             return ExitCode::FAILURE;
         }
     };
-    let code = match runtime.block_on(run(source, config, &telemetry)) {
+    let code = match runtime.block_on(run(source, settings, &telemetry)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             tracing::error!("{err:#}");
@@ -91,44 +92,49 @@ fn main() -> ExitCode {
     code
 }
 
-async fn run(source: ConfigSource, config: Config, telemetry: &Telemetry) -> Result<()> {
-    let store = backend::build_store(&config.backend).context("cannot start the backend")?;
-    let app = App::new(&config, store, Arc::new(SystemClock))
-        .map_err(|errors| anyhow::anyhow!("invalid policies: {errors:?}"))?;
+async fn run(source: ConfigSource, settings: Settings, telemetry: &Telemetry) -> Result<()> {
+    let stores = Stores::build(&settings.backend, &settings.region, Arc::new(SystemClock))
+        .context("cannot start the backend")?;
+    let listen = settings.listen.clone();
+    let backend = settings.backend.kind();
+    let address = settings.backend.address();
+    let sample_ratio = settings.telemetry.sample_ratio;
+    let policies = settings.policies.len();
+    let app = App::new(settings, stores, Arc::new(SystemClock));
 
     let mut listeners = Listeners::default();
     let mut described = Vec::new();
-    if !config.listen.http.is_empty() {
-        let tcp = TcpListener::bind(&config.listen.http)
+    if let Some(addr) = listen.http {
+        let tcp = TcpListener::bind(addr)
             .await
-            .with_context(|| format!("cannot listen on {}", config.listen.http))?;
+            .with_context(|| format!("cannot listen on {addr}"))?;
         described.push(format!("http:{}", tcp.local_addr()?));
         listeners.http = Some(tcp);
     }
-    if !config.listen.metrics.is_empty() {
-        let tcp = TcpListener::bind(&config.listen.metrics)
+    if let Some(addr) = listen.metrics {
+        let tcp = TcpListener::bind(addr)
             .await
-            .with_context(|| format!("cannot listen on {}", config.listen.metrics))?;
+            .with_context(|| format!("cannot listen on {addr}"))?;
         described.push(format!("metrics:{}", tcp.local_addr()?));
         listeners.metrics = Some(tcp);
     }
-    if !config.listen.grpc.is_empty() && config.listen.grpc_unix_path().is_none() {
-        let tcp = TcpListener::bind(&config.listen.grpc)
+    if let Some(ListenAddr::Tcp(addr)) = &listen.grpc {
+        let tcp = TcpListener::bind(addr)
             .await
-            .with_context(|| format!("cannot listen on {}", config.listen.grpc))?;
+            .with_context(|| format!("cannot listen on {addr}"))?;
         described.push(format!("grpc:{}", tcp.local_addr()?));
         listeners.grpc = Some(tcp);
     }
     // The sockets last: a failure above leaves no socket file behind.
-    if let Some(path) = config.listen.unix_path() {
+    if let Some(path) = &listen.unix {
         listeners.unix = Some(
-            server::bind_unix(path, config.listen.mode())
+            server::bind_unix(path, listen.unix_mode)
                 .with_context(|| format!("cannot listen on {}", path.display()))?,
         );
         described.push(format!("unix:{}", path.display()));
     }
-    if let Some(path) = config.listen.grpc_unix_path() {
-        match server::bind_unix(path, config.listen.mode()) {
+    if let Some(ListenAddr::Unix(path)) = &listen.grpc {
+        match server::bind_unix(path, listen.unix_mode) {
             Ok(bound) => listeners.grpc_unix = Some(bound),
             Err(err) => {
                 if let Some(unix) = &listeners.unix {
@@ -139,21 +145,21 @@ async fn run(source: ConfigSource, config: Config, telemetry: &Telemetry) -> Res
         }
         described.push(format!("grpc:unix:{}", path.display()));
     }
-    anyhow::ensure!(
-        listeners.unix.is_some() || listeners.http.is_some(),
-        "listen.unix and listen.http are both disabled: nothing to serve"
-    );
 
     let mut terminate = signal(SignalKind::terminate()).context("cannot handle SIGTERM")?;
     let mut interrupt = signal(SignalKind::interrupt()).context("cannot handle SIGINT")?;
     let mut hangup = signal(SignalKind::hangup()).context("cannot handle SIGHUP")?;
 
     tracing::info!(
-        backend = %config.backend.kind,
+        version = env!("CARGO_PKG_VERSION"),
+        config = %source.name(),
+        backend = %backend,
+        address = %address,
         listeners = %described.join(" "),
-        policies = config.policies.len(),
+        policies,
+        admin_api = if app.admin_token.is_some() { "on" } else { "off" },
         traces = telemetry.endpoint().unwrap_or("off"),
-        sample_ratio = config.telemetry.sample_ratio,
+        sample_ratio,
         "sluiced started"
     );
 
@@ -185,16 +191,21 @@ fn reload(app: &App, source: &ConfigSource) {
     let metrics = app.limiter.metrics();
     let compiled = config::load(source)
         .map_err(|err| err.to_string())
-        .and_then(|config| {
-            if config.region != *app.region {
+        .and_then(|settings| {
+            if settings.region != *app.region {
                 return Err("[region] changed: it is read at start, restart to apply it".into());
             }
-            let rls = sluice_server::rls::Rules::compile(&config.rls, &config.policies)
-                .map_err(|errors| format!("{errors:?}"))?;
+            let rls = settings.rls;
             app.limits
-                .replace_file(config.policies)
+                .replace_file(settings.policy_configs)
                 .map(|policies| (policies, rls))
-                .map_err(|errors| format!("{errors:?}"))
+                .map_err(|errors| {
+                    errors
+                        .iter()
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>()
+                        .join("\n")
+                })
         });
     match compiled {
         Ok((policies, rls)) => {

@@ -212,18 +212,12 @@ pub async fn sync_loop(app: App, stop: impl std::future::Future<Output = ()>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{self, ConfigSource};
 
     fn file(limit: u64) -> BTreeMap<String, PolicyConfig> {
         let toml = format!(
             "[policies.public]\nalgorithm = \"token_bucket\"\nlimit = {limit}\nwindow = \"60s\"\ntiers = {{ pro = {{ limit = 1000 }} }}\n"
         );
-        config::load(&ConfigSource::Text {
-            name: "t.toml".into(),
-            toml,
-        })
-        .unwrap()
-        .policies
+        crate::testing::settings(&toml).policy_configs
     }
 
     fn change(tier: &str, limit: u64, burst: Option<u64>) -> LimitOverride {

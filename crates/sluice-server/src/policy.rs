@@ -11,7 +11,9 @@ use http::HeaderValue;
 use sluice_api::{LimitView, PoliciesResponse, PolicyView};
 use sluice_core::{Algorithm, Params};
 
-use crate::config::{FieldError, PolicyConfig, is_valid_name, parse_duration_ms};
+use crate::config::error::FieldError;
+use crate::config::parse::{is_valid_name, parse_duration_ms};
+use crate::config::schema::PolicyConfig;
 use crate::metrics::PolicyMeters;
 
 /// The maps the check path looks names up in: aHash, since SipHash over every policy, tier and
@@ -429,7 +431,7 @@ fn compile_policy(
 }
 
 /// `scope`, `sync_interval` and `overshoot_budget` on their own; how they fit `[region]` and
-/// the policy's rate is checked by `region::validate`.
+/// the policy's rate is checked with `[region]` by the config compile.
 fn compile_scope(
     name: &str,
     config: &PolicyConfig,

@@ -173,21 +173,19 @@ mod tests {
 
     use super::*;
     use crate::clock::ManualClock;
-    use crate::config::{self, ConfigSource};
-    use crate::testing::Gate;
+    use crate::stores::Stores;
+    use crate::testing::{self, Gate};
 
     #[tokio::test]
     async fn a_stop_finishes_the_request_in_flight_then_removes_the_socket() {
-        let config = config::load_with_env(
-            &ConfigSource::Text {
-                name: "t.toml".into(),
-                toml: "[policies.p]\nalgorithm = \"gcra\"\nlimit = 10\nwindow = \"1s\"\n".into(),
-            },
-            figment::providers::Env::raw().only(&[]),
-        )
-        .unwrap();
+        let settings =
+            testing::settings("[policies.p]\nalgorithm = \"gcra\"\nlimit = 10\nwindow = \"1s\"\n");
         let gate = Arc::new(Gate::default());
-        let app = App::new(&config, gate.clone(), Arc::new(ManualClock::new(1))).unwrap();
+        let app = App::new(
+            settings,
+            Stores::local(gate.clone()),
+            Arc::new(ManualClock::new(1)),
+        );
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("s.sock");
         let listeners = Listeners {

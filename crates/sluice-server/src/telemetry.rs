@@ -44,7 +44,7 @@ use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{Layer, Registry};
 
-use crate::config::TelemetryConfig;
+use crate::config::{LogFormat, TelemetrySettings};
 
 /// The target of the per-check spans: exported as traces, never logged.
 pub const TRACE_TARGET: &str = "sluice::trace";
@@ -129,11 +129,11 @@ impl Telemetry {
 /// The collector endpoint: `telemetry.otlp_endpoint` if set, else the first non-empty of
 /// [`ENDPOINT_VARS`] as `env` reports them.
 pub fn resolve_endpoint(
-    config: &TelemetryConfig,
+    config: &TelemetrySettings,
     env: impl Fn(&str) -> Option<String>,
 ) -> Option<String> {
-    if !config.otlp_endpoint.trim().is_empty() {
-        return Some(config.otlp_endpoint.trim().to_owned());
+    if let Some(endpoint) = &config.otlp_endpoint {
+        return Some(endpoint.clone());
     }
     ENDPOINT_VARS
         .iter()
@@ -146,7 +146,7 @@ pub fn resolve_endpoint(
 /// default `info`), plus the OpenTelemetry layer when a collector endpoint is configured.
 ///
 /// Must run inside the Tokio runtime: the gRPC channel of the exporter lives on it.
-pub fn init(config: &TelemetryConfig) -> Result<Telemetry, TelemetryError> {
+pub fn init(config: &TelemetrySettings) -> Result<Telemetry, TelemetryError> {
     let endpoint = resolve_endpoint(config, |name| std::env::var(name).ok());
     let provider = match &endpoint {
         Some(endpoint) => Some(tracer_provider(endpoint, config.sample_ratio)?),
@@ -162,7 +162,7 @@ pub fn init(config: &TelemetryConfig) -> Result<Telemetry, TelemetryError> {
             .with_filter(Targets::new().with_target(TRACE_TARGET, LevelFilter::TRACE))
     });
     tracing_subscriber::registry()
-        .with(log_layer(&config.log_format))
+        .with(log_layer(config.log_format))
         .with(otel)
         .try_init()?;
     RATIO.store(config.sample_ratio.to_bits(), Ordering::Relaxed);
@@ -171,7 +171,7 @@ pub fn init(config: &TelemetryConfig) -> Result<Telemetry, TelemetryError> {
 }
 
 /// The log output: `RUST_LOG` (default `info`), never the per-check spans.
-fn log_layer(format: &str) -> Box<dyn Layer<Registry> + Send + Sync> {
+fn log_layer(format: LogFormat) -> Box<dyn Layer<Registry> + Send + Sync> {
     let filter = EnvFilter::builder()
         .with_default_directive(LevelFilter::INFO.into())
         .from_env_lossy()
@@ -183,7 +183,7 @@ fn log_layer(format: &str) -> Box<dyn Layer<Registry> + Send + Sync> {
     let layer = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal());
-    if format == "json" {
+    if format == LogFormat::Json {
         layer.json().with_filter(filter).boxed()
     } else {
         layer.with_filter(filter).boxed()
@@ -418,10 +418,11 @@ pub fn backend_span(parent: &Span, backend: &'static str, op: &'static str) -> S
 mod tests {
     use super::*;
 
-    fn config(endpoint: &str) -> TelemetryConfig {
-        TelemetryConfig {
-            otlp_endpoint: endpoint.to_owned(),
-            ..TelemetryConfig::default()
+    fn config(endpoint: &str) -> TelemetrySettings {
+        TelemetrySettings {
+            otlp_endpoint: (!endpoint.is_empty()).then(|| endpoint.to_owned()),
+            sample_ratio: 0.01,
+            log_format: LogFormat::Text,
         }
     }
 

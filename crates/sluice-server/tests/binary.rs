@@ -489,3 +489,89 @@ fn a_grpc_client_that_never_answers_does_not_hold_the_stop() {
     );
     drop(mute);
 }
+
+/// `sluiced --config path`, run to its exit (it must refuse the config, not serve).
+fn start_refusing(path: &Path) -> Output {
+    let mut child = Command::new(BIN)
+        .arg("--config")
+        .arg(path)
+        .env_remove("SLUICE_SOCKET")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    for _ in 0..200 {
+        if child.try_wait().unwrap().is_some() {
+            return child.wait_with_output().unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    let _ = child.kill();
+    panic!("sluiced --config {} kept running", path.display());
+}
+
+#[test]
+fn check_config_refuses_exactly_what_start_refuses() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("s.sock");
+    let policy = "[policies.p]\nalgorithm = \"gcra\"\nlimit = 1\nwindow = \"1s\"\n";
+    for (backend, field) in [
+        (
+            "kind = \"redis\"\nurl = \"redis://:hunter22@host:notaport/0\"",
+            "backend.url",
+        ),
+        (
+            "kind = \"cluster\"\nnodes = [\"redis://127.0.0.1:7000\", \"redis://:hunter22@h:x\"]",
+            "backend.nodes[1]",
+        ),
+        ("kind = \"redis\"\nurl = \"http://h:1\"", "backend.url"),
+    ] {
+        let path = dir.path().join("backend.toml");
+        std::fs::write(
+            &path,
+            format!(
+                "[listen]\nunix = {socket:?}\nhttp = \"\"\n[backend]\n{backend}\n{policy}",
+                socket = socket.display().to_string()
+            ),
+        )
+        .unwrap();
+        let checked = check_config(&path);
+        let started = start_refusing(&path);
+        for out in [&checked, &started] {
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{backend}: {stderr}");
+            assert!(
+                stderr.contains(&format!("{}: {field}: ", path.display())),
+                "{backend}: {stderr}"
+            );
+            assert!(!stderr.contains("hunter22"), "{stderr}");
+        }
+        assert!(!socket.exists());
+    }
+}
+
+#[tokio::test]
+async fn a_config_without_policies_is_refused_at_start_check_and_reload() {
+    let dir = tempfile::tempdir().unwrap();
+    for text in ["", "# policies are written elsewhere\n"] {
+        let path = dir.path().join("empty.toml");
+        std::fs::write(&path, text).unwrap();
+        for out in [check_config(&path), start_refusing(&path)] {
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{stderr}");
+            assert!(stderr.contains(": policies: no policies"), "{stderr}");
+        }
+    }
+    let d = Running::start(ONE);
+    let c = d.client();
+    std::fs::write(&d.config, "# truncated by a racing writer\n").unwrap();
+    d.signal("HUP");
+    while !metrics(&c)
+        .await
+        .contains(r#"rate_limit_config_reloads_total{result="error"} 1"#)
+    {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let out = c.check(&CheckRequest::new("p", "k")).await.unwrap();
+    assert_eq!(out.status, 200, "the running policies stay");
+}

@@ -68,9 +68,9 @@ fn credentials(url: &str) -> Option<(Option<String>, String)> {
 }
 
 /// `redis://host:port` (or `host:port`) → `(host, port)`; the port defaults to 6379.
-fn parse_node(url: &str) -> Result<(String, u16), ConfigError> {
+pub(crate) fn parse_node(url: &str) -> Result<(String, u16), ConfigError> {
     let invalid = |reason: &str| ConfigError::InvalidUrl {
-        url: url.to_owned(),
+        url: crate::config::redact_url(url),
         reason: reason.to_owned(),
     };
     let rest = url

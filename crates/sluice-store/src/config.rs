@@ -5,7 +5,7 @@ use std::time::Duration;
 /// A backend configuration that cannot work.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ConfigError {
-    #[error("backend.url {url:?} is not a valid Redis URL: {reason}")]
+    #[error("{url:?} is not a valid Redis URL: {reason}")]
     InvalidUrl { url: String, reason: String },
     #[error("backend.nodes is empty: a cluster needs at least one seed node")]
     NoNodes,
@@ -112,6 +112,71 @@ impl Default for ClusterStoreConfig {
     }
 }
 
+impl RedisStoreConfig {
+    /// Every check [`RedisStore::new`](crate::RedisStore::new) makes, without connecting: the
+    /// daemon's config compile calls it, so what it accepts the store accepts.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        check_common(&self.prefix, self.timeout, self.max_in_flight)?;
+        redis::IntoConnectionInfo::into_connection_info(self.url.as_str())
+            .map(drop)
+            .map_err(|e| ConfigError::InvalidUrl {
+                url: redact_url(&self.url),
+                reason: redact_text(&e.to_string(), &self.url),
+            })
+    }
+}
+
+impl ClusterStoreConfig {
+    /// Every check [`ClusterStore::new`](crate::ClusterStore::new) makes, without connecting.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        check_common(&self.prefix, self.timeout, self.max_in_flight)?;
+        if self.nodes.is_empty() {
+            return Err(ConfigError::NoNodes);
+        }
+        for node in &self.nodes {
+            crate::cluster::parse_node(node)?;
+        }
+        Ok(())
+    }
+}
+
+/// `url` with its password (and user name) replaced by `***`, for logs and errors:
+/// `redis://:secret@host:6379/0` → `redis://***@host:6379/0`. Text that is not a URL with
+/// credentials comes back unchanged.
+pub fn redact_url(url: &str) -> String {
+    let (scheme, rest) = match url.split_once("://") {
+        Some((scheme, rest)) => (Some(scheme), rest),
+        None => (None, url),
+    };
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, path) = rest.split_at(authority_end);
+    let Some((_, host)) = authority.rsplit_once('@') else {
+        return url.to_owned();
+    };
+    match scheme {
+        Some(scheme) => format!("{scheme}://***@{host}{path}"),
+        None => format!("***@{host}{path}"),
+    }
+}
+
+/// `text` (a client's error message about `url`) with `url`'s credentials redacted wherever
+/// they appear.
+fn redact_text(text: &str, url: &str) -> String {
+    let mut text = text.replace(url, &redact_url(url));
+    if let Some((userinfo, _)) = url
+        .split_once("://")
+        .map_or(url, |(_, rest)| rest)
+        .split(['/', '?', '#'])
+        .next()
+        .and_then(|authority| authority.rsplit_once('@'))
+    {
+        for secret in userinfo.split(':').filter(|s| s.len() >= 3) {
+            text = text.replace(secret, "***");
+        }
+    }
+    text
+}
+
 pub(crate) fn check_common(
     prefix: &str,
     timeout: Duration,
@@ -127,4 +192,39 @@ pub(crate) fn check_common(
         return Err(ConfigError::ZeroInFlight);
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn credentials_are_redacted() {
+        assert_eq!(
+            redact_url("redis://:hunter22@h:6379/0"),
+            "redis://***@h:6379/0"
+        );
+        assert_eq!(redact_url("redis://u:pw@h:1"), "redis://***@h:1");
+        assert_eq!(redact_url("redis://h:1/0"), "redis://h:1/0");
+        assert_eq!(redact_url("u:pw@h:1"), "***@h:1");
+    }
+
+    #[test]
+    fn a_bad_url_is_refused_without_its_password() {
+        let err = RedisStoreConfig {
+            url: "redis://:hunter22@host:notaport/0".into(),
+            ..RedisStoreConfig::default()
+        }
+        .validate()
+        .unwrap_err();
+        assert!(matches!(err, ConfigError::InvalidUrl { .. }), "{err}");
+        assert!(!err.to_string().contains("hunter22"), "{err}");
+        let err = ClusterStoreConfig {
+            nodes: vec!["redis://:hunter22@h:x".into()],
+            ..ClusterStoreConfig::default()
+        }
+        .validate()
+        .unwrap_err();
+        assert!(!err.to_string().contains("hunter22"), "{err}");
+    }
 }

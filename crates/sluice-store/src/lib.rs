@@ -44,7 +44,7 @@ mod store;
 pub use cluster::ClusterStore;
 pub use config::{
     ClusterStoreConfig, ConfigError, DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_IN_FLIGHT,
-    DEFAULT_TIMEOUT, RedisStoreConfig,
+    DEFAULT_TIMEOUT, RedisStoreConfig, redact_url,
 };
 pub use error::StoreError;
 pub use memory::{MemoryStore, MemoryStoreConfig};

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::bounds::Bounds;
-use crate::config::{ConfigError, RedisStoreConfig, check_common};
+use crate::config::{ConfigError, RedisStoreConfig};
 use crate::scripts::{self, Layout, Runner, ScriptId};
 use crate::{Check, LimitOverride, Store, StoreError, overrides};
 use async_trait::async_trait;
@@ -45,9 +45,9 @@ impl RedisStore {
     /// so the daemon starts while Redis is down and serves its fail mode until it is up.
     /// Must be called within a Tokio runtime.
     pub fn new(config: RedisStoreConfig) -> Result<Self, ConfigError> {
-        check_common(&config.prefix, config.timeout, config.max_in_flight)?;
+        config.validate()?;
         let invalid = |e: redis::RedisError| ConfigError::InvalidUrl {
-            url: config.url.clone(),
+            url: crate::config::redact_url(&config.url),
             reason: e.to_string(),
         };
         let info = redis::IntoConnectionInfo::into_connection_info(config.url.as_str())

@@ -12,7 +12,7 @@ use sluice_tests::{Daemon, TEST_CONFIG, header};
 const TOKEN: &str = "s3cret-token";
 
 async fn daemon_on(redis: &RedisServer) -> Daemon {
-    Daemon::with_config(&format!(
+    Daemon::start(&format!(
         "[backend]\nkind = \"redis\"\nurl = \"{}\"\ntimeout = \"2s\"\n[admin]\ntoken = \"{TOKEN}\"\n{TEST_CONFIG}",
         redis.url()
     ))
@@ -131,7 +131,7 @@ async fn the_admin_api_needs_the_token() {
         }
     }
     // Without a configured token the admin API does not exist at all.
-    let plain = Daemon::start().await;
+    let plain = Daemon::start(sluice_tests::TEST_CONFIG).await;
     let auth = format!("Bearer {TOKEN}");
     let out = plain
         .unix()

@@ -69,7 +69,7 @@ impl Backend {
 
     /// A daemon on this backend.
     async fn daemon(&self, timeout: &str) -> Daemon {
-        Daemon::with_config(&format!(
+        Daemon::start(&format!(
             "{}{TEST_CONFIG}{EXTRA_POLICIES}",
             self.section(timeout)
         ))

@@ -5,7 +5,7 @@ use sluice_tests::{Daemon, header, req, req_cost};
 
 #[tokio::test]
 async fn an_allowed_batch_consumes_every_check() {
-    let d = Daemon::start().await;
+    let d = Daemon::start(sluice_tests::TEST_CONFIG).await;
     let c = d.unix();
     let batch = BatchRequest {
         checks: vec![
@@ -35,7 +35,7 @@ async fn an_allowed_batch_consumes_every_check() {
 
 #[tokio::test]
 async fn a_denied_batch_consumes_nothing() {
-    let d = Daemon::start().await;
+    let d = Daemon::start(sluice_tests::TEST_CONFIG).await;
     let c = d.unix();
     for _ in 0..5 {
         c.check(&req("fw", "full")).await.unwrap();
@@ -90,7 +90,7 @@ async fn a_denied_batch_consumes_nothing() {
 
 #[tokio::test]
 async fn the_longest_retry_wins_the_headers() {
-    let d = Daemon::start().await;
+    let d = Daemon::start(sluice_tests::TEST_CONFIG).await;
     let c = d.unix();
     for _ in 0..5 {
         c.check(&req("fw", "r")).await.unwrap();
@@ -115,7 +115,7 @@ async fn the_longest_retry_wins_the_headers() {
 
 #[tokio::test]
 async fn a_batch_of_64_is_accepted() {
-    let d = Daemon::start().await;
+    let d = Daemon::start(sluice_tests::TEST_CONFIG).await;
     let batch = BatchRequest {
         checks: (0..64).map(|i| req("public", &format!("k{i}"))).collect(),
     };

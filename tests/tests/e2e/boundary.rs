@@ -43,7 +43,7 @@ fn traffic() -> Vec<u64> {
 
 #[tokio::test]
 async fn a_fixed_window_admits_twice_its_limit_across_the_edge() {
-    let d = Daemon::start().await;
+    let d = Daemon::start(sluice_tests::TEST_CONFIG).await;
     let admitted = run(&d, "fw", &traffic()).await;
     assert_eq!(admitted.iter().filter(|&&t| t < 10_100).count(), 10);
     assert_eq!(densest(&admitted, 10_000), 10);
@@ -51,7 +51,7 @@ async fn a_fixed_window_admits_twice_its_limit_across_the_edge() {
 
 #[tokio::test]
 async fn a_sliding_log_never_exceeds_its_limit_in_any_window() {
-    let d = Daemon::start().await;
+    let d = Daemon::start(sluice_tests::TEST_CONFIG).await;
     let admitted = run(&d, "log", &traffic()).await;
     assert_eq!(admitted.iter().filter(|&&t| t < 10_100).count(), 5);
     assert_eq!(densest(&admitted, 10_000), 5);

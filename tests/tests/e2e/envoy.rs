@@ -26,7 +26,7 @@ async fn stack() -> Stack {
 }
 
 async fn stack_with(rls: Rls) -> Stack {
-    let daemon = Daemon::with_config(&repo_file("examples/envoy/sluice.toml")).await;
+    let daemon = Daemon::start(&repo_file("examples/envoy/sluice.toml")).await;
     let app = Upstream::start().await;
     let (listen, admin) = (free_port(), free_port());
     let mut config = repo_file("examples/envoy/envoy.yaml");

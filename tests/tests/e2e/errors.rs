@@ -20,7 +20,7 @@ async fn post(d: &Daemon, body: &str) -> (u16, ErrorBody) {
 
 #[tokio::test]
 async fn malformed_json_is_a_bad_request() {
-    let d = Daemon::start().await;
+    let d = Daemon::start(sluice_tests::TEST_CONFIG).await;
     for body in [
         r#"{"policy":"#,
         "not json",
@@ -36,7 +36,7 @@ async fn malformed_json_is_a_bad_request() {
 
 #[tokio::test]
 async fn a_missing_field_is_named() {
-    let d = Daemon::start().await;
+    let d = Daemon::start(sluice_tests::TEST_CONFIG).await;
     let (status, err) = post(&d, r#"{"key":"a"}"#).await;
     assert_eq!((status, err.error.as_str()), (400, codes::BAD_REQUEST));
     assert_eq!(err.field.as_deref(), Some("policy"));
@@ -48,7 +48,7 @@ async fn a_missing_field_is_named() {
 
 #[tokio::test]
 async fn a_wrong_typed_field_is_named() {
-    let d = Daemon::start().await;
+    let d = Daemon::start(sluice_tests::TEST_CONFIG).await;
     for (body, field) in [
         (r#"{"policy":"fw","key":"a","cost":"x"}"#, "cost"),
         (r#"{"policy":"fw","key":7}"#, "key"),
@@ -78,7 +78,7 @@ async fn a_wrong_typed_field_is_named() {
 
 #[tokio::test]
 async fn a_key_is_1_to_512_bytes() {
-    let d = Daemon::start().await;
+    let d = Daemon::start(sluice_tests::TEST_CONFIG).await;
     let (status, err) = post(&d, r#"{"policy":"fw","key":""}"#).await;
     assert_eq!((status, err.error.as_str()), (400, codes::BAD_REQUEST));
     assert_eq!(err.field.as_deref(), Some("key"));
@@ -105,7 +105,7 @@ async fn a_key_is_1_to_512_bytes() {
 
 #[tokio::test]
 async fn a_negative_cost_is_a_bad_request() {
-    let d = Daemon::start().await;
+    let d = Daemon::start(sluice_tests::TEST_CONFIG).await;
     let (status, err) = post(&d, r#"{"policy":"fw","key":"a","cost":-1}"#).await;
     assert_eq!((status, err.error.as_str()), (400, codes::BAD_REQUEST));
     assert_eq!(err.field.as_deref(), Some("cost"));
@@ -113,7 +113,7 @@ async fn a_negative_cost_is_a_bad_request() {
 
 #[tokio::test]
 async fn a_cost_above_capacity_is_refused() {
-    let d = Daemon::start().await;
+    let d = Daemon::start(sluice_tests::TEST_CONFIG).await;
     let (status, err) = post(&d, r#"{"policy":"fw","key":"a","cost":6}"#).await;
     assert_eq!(
         (status, err.error.as_str()),
@@ -137,7 +137,7 @@ async fn a_cost_above_capacity_is_refused() {
 
 #[tokio::test]
 async fn an_unknown_policy_is_404() {
-    let d = Daemon::start().await;
+    let d = Daemon::start(sluice_tests::TEST_CONFIG).await;
     let (status, err) = post(&d, r#"{"policy":"nope","key":"a"}"#).await;
     assert_eq!((status, err.error.as_str()), (404, codes::UNKNOWN_POLICY));
     assert!(err.message.contains("nope"));
@@ -145,7 +145,7 @@ async fn an_unknown_policy_is_404() {
 
 #[tokio::test]
 async fn unknown_paths_and_wrong_methods_answer_json() {
-    let d = Daemon::start().await;
+    let d = Daemon::start(sluice_tests::TEST_CONFIG).await;
     let c = d.unix();
     let raw = c.send(Method::GET, "/v2/nothing", &[], "").await.unwrap();
     assert_eq!(raw.status, 404);
@@ -169,7 +169,7 @@ async fn unknown_paths_and_wrong_methods_answer_json() {
 
 #[tokio::test]
 async fn a_body_over_64_kib_is_413() {
-    let d = Daemon::start().await;
+    let d = Daemon::start(sluice_tests::TEST_CONFIG).await;
     let pad = "x".repeat(MAX_BODY_BYTES);
     let (status, err) = post(&d, &format!(r#"{{"policy":"fw","key":"a","pad":"{pad}"}}"#)).await;
     assert_eq!(
@@ -180,7 +180,7 @@ async fn a_body_over_64_kib_is_413() {
 
 #[tokio::test]
 async fn the_content_type_does_not_matter() {
-    let d = Daemon::start().await;
+    let d = Daemon::start(sluice_tests::TEST_CONFIG).await;
     for content_type in [
         "text/plain",
         "application/x-www-form-urlencoded",
@@ -202,7 +202,7 @@ async fn the_content_type_does_not_matter() {
 
 #[tokio::test]
 async fn a_batch_must_hold_1_to_64_checks() {
-    let d = Daemon::start().await;
+    let d = Daemon::start(sluice_tests::TEST_CONFIG).await;
     let (status, err) = post(&d, r#"{"checks":[]}"#).await;
     assert_eq!((status, err.error.as_str()), (400, codes::BAD_REQUEST));
     let checks: Vec<String> = (0..65)

@@ -12,7 +12,7 @@ fn tiered(key: &str, tier: &str) -> CheckRequest {
 
 #[tokio::test]
 async fn tiers_have_their_own_limits() {
-    let d = Daemon::start().await;
+    let d = Daemon::start(sluice_tests::TEST_CONFIG).await;
     let c = d.unix();
     let free = c.check(&tiered("t-free", "free")).await.unwrap();
     assert_eq!((free.body.limit, free.body.remaining), (2, 1));
@@ -39,7 +39,7 @@ async fn tiers_have_their_own_limits() {
 
 #[tokio::test]
 async fn an_unknown_or_absent_tier_gets_the_base_limit() {
-    let d = Daemon::start().await;
+    let d = Daemon::start(sluice_tests::TEST_CONFIG).await;
     let c = d.unix();
     let unknown = c.check(&tiered("t-x", "enterprise")).await.unwrap();
     assert_eq!(
@@ -52,7 +52,7 @@ async fn an_unknown_or_absent_tier_gets_the_base_limit() {
 
 #[tokio::test]
 async fn cost_zero_peeks_without_consuming() {
-    let d = Daemon::start().await;
+    let d = Daemon::start(sluice_tests::TEST_CONFIG).await;
     let c = d.unix();
     for _ in 0..3 {
         let peek = c.check(&req_cost("fw", "peek", 0)).await.unwrap();
@@ -66,7 +66,7 @@ async fn cost_zero_peeks_without_consuming() {
 
 #[tokio::test]
 async fn the_leaky_bucket_spaces_admissions_with_delay_ms() {
-    let d = Daemon::start().await;
+    let d = Daemon::start(sluice_tests::TEST_CONFIG).await;
     let c = d.unix();
     // 10 per 10 s: one every 1000 ms, queue of 3.
     let delays: Vec<(u16, u64)> = leaky_checks(&c, 4).await;
@@ -87,7 +87,7 @@ async fn leaky_checks(c: &sluice_client::Client, n: usize) -> Vec<(u16, u64)> {
 
 #[tokio::test]
 async fn gcra_allows_its_burst_then_one_per_interval() {
-    let d = Daemon::start().await;
+    let d = Daemon::start(sluice_tests::TEST_CONFIG).await;
     let c = d.unix();
     assert_eq!(c.check(&req("gcra", "g")).await.unwrap().status, 200);
     assert_eq!(c.check(&req("gcra", "g")).await.unwrap().status, 200);
@@ -99,7 +99,7 @@ async fn gcra_allows_its_burst_then_one_per_interval() {
 
 #[tokio::test]
 async fn shadow_mode_never_denies_but_counts() {
-    let d = Daemon::start().await;
+    let d = Daemon::start(sluice_tests::TEST_CONFIG).await;
     let c = d.unix();
     for _ in 0..3 {
         let out = c.check(&req("shadowed", "s")).await.unwrap();
@@ -122,7 +122,7 @@ async fn shadow_mode_never_denies_but_counts() {
 
 #[tokio::test]
 async fn a_shadow_denial_does_not_cancel_a_batch() {
-    let d = Daemon::start().await;
+    let d = Daemon::start(sluice_tests::TEST_CONFIG).await;
     let c = d.unix();
     c.check(&req("shadowed", "sb")).await.unwrap();
     let batch = sluice_api::BatchRequest {

@@ -12,7 +12,7 @@ async fn get(d: &Daemon, path: &str, headers: &[(&str, &str)]) -> sluice_client:
 
 #[tokio::test]
 async fn the_key_comes_from_the_headers_and_a_denial_has_the_asked_status() {
-    let d = Daemon::start().await;
+    let d = Daemon::start(sluice_tests::TEST_CONFIG).await;
     // `fw`: 5 per 10 s. The first X-Forwarded-For address is the caller.
     let chain = [("x-forwarded-for", "10.30.0.1, 10.0.0.254")];
     for left in (0..5).rev() {
@@ -53,7 +53,7 @@ async fn the_key_comes_from_the_headers_and_a_denial_has_the_asked_status() {
 
 #[tokio::test]
 async fn bad_input_is_a_400_naming_the_field() {
-    let d = Daemon::start().await;
+    let d = Daemon::start(sluice_tests::TEST_CONFIG).await;
     let ip = [("x-real-ip", "10.30.1.1")];
     for (path, headers, field) in [
         ("/v1/forward-auth/fw?deny=500", &ip[..], "deny"),

@@ -7,7 +7,7 @@ const T0_SECS: u64 = T0 / 1000;
 
 #[tokio::test]
 async fn an_allowed_check_carries_every_header() {
-    let d = Daemon::start().await;
+    let d = Daemon::start(sluice_tests::TEST_CONFIG).await;
     let out = d.unix().check(&req("fw", "h1")).await.unwrap();
     assert_eq!(out.status, 200);
     let h = &out.headers;
@@ -31,7 +31,7 @@ async fn an_allowed_check_carries_every_header() {
 
 #[tokio::test]
 async fn a_denied_check_is_a_problem_document_with_retry_after() {
-    let d = Daemon::start().await;
+    let d = Daemon::start(sluice_tests::TEST_CONFIG).await;
     let c = d.unix();
     for _ in 0..5 {
         assert_eq!(c.check(&req("fw", "h2")).await.unwrap().status, 200);
@@ -64,7 +64,7 @@ async fn a_denied_check_is_a_problem_document_with_retry_after() {
 
 #[tokio::test]
 async fn a_token_bucket_reports_when_it_is_full_again() {
-    let d = Daemon::start().await;
+    let d = Daemon::start(sluice_tests::TEST_CONFIG).await;
     let c = d.unix();
     // 100 per 60 s refills one token every 600 ms; 3 spent are back after 1.8 s.
     for _ in 0..3 {
@@ -80,7 +80,7 @@ async fn a_token_bucket_reports_when_it_is_full_again() {
 
 #[tokio::test]
 async fn a_window_resets_at_its_aligned_edge() {
-    let d = Daemon::start().await;
+    let d = Daemon::start(sluice_tests::TEST_CONFIG).await;
     let c = d.unix();
     for _ in 0..5 {
         c.check(&req("fw", "edge")).await.unwrap();

@@ -29,7 +29,7 @@ async fn serve_example(d: &Daemon, policy: &str) -> SocketAddr {
 
 #[tokio::test]
 async fn the_example_app_is_limited_per_user_then_per_address() {
-    let d = Daemon::start().await;
+    let d = Daemon::start(sluice_tests::TEST_CONFIG).await;
     let app = Client::tcp(serve_example(&d, "fw").await.to_string());
     let get = |auth: Option<&'static str>| {
         let app = &app;
@@ -82,7 +82,7 @@ async fn with_the_daemon_gone_each_policy_applies_its_fail_mode() {
     let config = format!(
         "{TEST_CONFIG}\n[policies.strict]\nalgorithm = \"fixed_window\"\nlimit = 5\nwindow = \"10s\"\nfail = \"closed\"\n"
     );
-    let d = Daemon::with_config(&config).await;
+    let d = Daemon::start(&config).await;
     let client = Arc::new(d.unix());
     let open = RateLimitLayer::from_daemon(client.clone(), "fw")
         .await
@@ -130,7 +130,7 @@ async fn with_the_daemon_gone_each_policy_applies_its_fail_mode() {
 
 #[tokio::test]
 async fn a_leaky_bucket_delay_is_waited_before_the_service_runs() {
-    let d = Daemon::start().await;
+    let d = Daemon::start(sluice_tests::TEST_CONFIG).await;
     // `leaky`: 10 per 10 s, a queue of 3: each admitted request waits its turn, 1 s apart.
     let layer = RateLimitLayer::from_daemon(Arc::new(d.unix()), "leaky")
         .await

@@ -14,7 +14,7 @@ struct Stack {
 }
 
 async fn stack() -> Stack {
-    let daemon = Daemon::with_config(&repo_file("examples/sluice.toml")).await;
+    let daemon = Daemon::start(&repo_file("examples/sluice.toml")).await;
     let app = Upstream::start().await;
     let port = free_port();
     let mut config = repo_file("examples/nginx/nginx.conf");

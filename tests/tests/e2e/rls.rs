@@ -11,7 +11,7 @@ use sluice_tests::{Daemon, repo_file};
 use tonic::transport::Channel;
 
 async fn daemon() -> (Daemon, RateLimitServiceClient<Channel>) {
-    let d = Daemon::with_config(&repo_file("examples/envoy/sluice.toml")).await;
+    let d = Daemon::start(&repo_file("examples/envoy/sluice.toml")).await;
     let client = RateLimitServiceClient::connect(format!("http://{}", d.grpc))
         .await
         .unwrap();
@@ -303,7 +303,7 @@ key = "c:{{closed}}"
 "#,
         redis.url()
     );
-    let d = Daemon::with_config(&config).await;
+    let d = Daemon::start(&config).await;
     let mut client = RateLimitServiceClient::connect(format!("http://{}", d.grpc))
         .await
         .unwrap();

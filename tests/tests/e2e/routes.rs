@@ -6,7 +6,7 @@ use sluice_tests::{Daemon, req};
 
 #[tokio::test]
 async fn healthz_and_readyz_answer_200() {
-    let d = Daemon::start().await;
+    let d = Daemon::start(sluice_tests::TEST_CONFIG).await;
     for path in ["/healthz", "/readyz"] {
         let raw = d.unix().send(Method::GET, path, &[], "").await.unwrap();
         assert_eq!(raw.status, 200, "{path}");
@@ -16,7 +16,7 @@ async fn healthz_and_readyz_answer_200() {
 
 #[tokio::test]
 async fn policies_lists_the_effective_policies() {
-    let d = Daemon::start().await;
+    let d = Daemon::start(sluice_tests::TEST_CONFIG).await;
     let raw = d
         .tcp()
         .send(Method::GET, "/v1/policies", &[], "")
@@ -48,7 +48,7 @@ async fn policies_lists_the_effective_policies() {
 /// series: the policy's tiers and endpoints, `none` and `other`.
 #[tokio::test]
 async fn made_up_endpoints_and_tiers_never_grow_the_series() {
-    let d = Daemon::start().await;
+    let d = Daemon::start(sluice_tests::TEST_CONFIG).await;
     let c = d.unix();
     let series = |text: &str| {
         text.lines()
@@ -90,7 +90,7 @@ async fn made_up_endpoints_and_tiers_never_grow_the_series() {
 
 #[tokio::test]
 async fn metrics_names_every_recorded_metric() {
-    let d = Daemon::start().await;
+    let d = Daemon::start(sluice_tests::TEST_CONFIG).await;
     let c = d.unix();
     c.check(&req("fw", "m")).await.unwrap();
     let mut endpoint = req("public", "m");
@@ -145,7 +145,7 @@ async fn metrics_names_every_recorded_metric() {
 
 #[tokio::test]
 async fn unix_and_tcp_answer_identically() {
-    let d = Daemon::start().await;
+    let d = Daemon::start(sluice_tests::TEST_CONFIG).await;
     let unix = d.unix();
     let tcp = d.tcp();
     for body in [
@@ -186,7 +186,7 @@ async fn unix_and_tcp_answer_identically() {
 
 #[tokio::test]
 async fn a_graceful_stop_removes_the_socket() {
-    let d = Daemon::start().await;
+    let d = Daemon::start(sluice_tests::TEST_CONFIG).await;
     assert_eq!(
         d.unix().check(&req("fw", "stop")).await.unwrap().status,
         200
@@ -199,7 +199,7 @@ async fn a_graceful_stop_removes_the_socket() {
 
 #[tokio::test]
 async fn the_metrics_listener_serves_only_metrics() {
-    let d = Daemon::start().await;
+    let d = Daemon::start(sluice_tests::TEST_CONFIG).await;
     let c = sluice_client::Client::tcp(d.metrics.to_string());
     let raw = c.send(Method::GET, "/metrics", &[], "").await.unwrap();
     assert_eq!(raw.status, 200);

@@ -10,7 +10,7 @@ async fn get(d: &Daemon, path: &str) -> sluice_client::RawResponse {
 
 #[tokio::test]
 async fn the_top_list_names_the_keys_that_are_limited() {
-    let d = Daemon::start().await;
+    let d = Daemon::start(sluice_tests::TEST_CONFIG).await;
     let c = d.unix();
     for _ in 0..20 {
         c.check(&req("fw", "user:heavy")).await.unwrap();
@@ -50,7 +50,7 @@ async fn the_top_list_names_the_keys_that_are_limited() {
 
 #[tokio::test]
 async fn bad_top_parameters_are_named() {
-    let d = Daemon::start().await;
+    let d = Daemon::start(sluice_tests::TEST_CONFIG).await;
     for (query, field) in [
         ("by=rejected", "policy"),
         ("policy=fw&by=often", "by"),

@@ -4,7 +4,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use crate::config::{FieldError, PolicyConfig, RlsConfig};
+use crate::config::error::FieldError;
+use crate::config::schema::{PolicyConfig, RlsConfig};
 
 /// Every rule, by domain.
 #[derive(Debug, Default)]

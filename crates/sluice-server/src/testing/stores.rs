@@ -1,4 +1,4 @@
-//! Backends that fail, for the unit tests of fail modes: nothing else can make the memory
+//! Backends that fail, for the tests of fail modes: nothing else can make the memory
 //! store fail, and a real Redis belongs to the store crate's tests.
 
 use async_trait::async_trait;

@@ -1,122 +1,99 @@
-//! `[region]` (SPEC "Multi-region"): this daemon's region, the global backend of
-//! `scope = "global"` policies and the peer regions of `scope = "replicated"` ones.
+//! `[region]`: this daemon's region, the global backend of `scope = "global"` policies and
+//! the peer regions of `scope = "replicated"` ones, compiled with the policies' scopes.
 //!
-//! Validation refuses, at start and on reload, every combination that cannot keep its promise,
-//! each with the reason: a scope without the backend it needs, an algorithm whose state cannot
-//! be merged across regions, a budget that `sync_interval` cannot keep at the policy's rate
-//! (the bound is derived in `sluice_store::replicated`). Building turns the section into the
-//! stores the limiter routes to; the region itself is read once at start.
+//! Compiling refuses every combination that cannot keep its promise, each with the reason: a
+//! scope without the backend it needs, an algorithm whose state cannot be merged across
+//! regions, a budget that `sync_interval` cannot keep at the policy's rate (the bound is
+//! derived in `sluice_store::replicated`). The region is read once at start: a reload that
+//! changes it is refused.
 
 use std::collections::HashSet;
-use std::sync::Arc;
-use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
-use sluice_store::replicated::{self, DEFAULT_MAX_PENDING};
-use sluice_store::{
-    ClusterStore, ClusterStoreConfig, PeerBackend, RedisStore, RedisStoreConfig, ReplicatedStore,
-    ReplicatedStoreConfig, SharedBackend, Store,
-};
+use sluice_store::replicated;
+use sluice_store::{ClusterStoreConfig, RedisStoreConfig};
 
-use crate::clock::Clock;
-use crate::config::{BackendConfig, FieldError, is_valid_name, parse_duration_ms};
+use super::compile::{BackendSettings, check_store};
+use super::error::FieldError;
+use super::parse::{is_valid_name, parse_positive_duration};
+use super::schema::{BackendConfig, RegionConfig, RemoteConfig};
 use crate::policy::{PolicySet, Scope};
 
-/// Default timeout of calls to the global backend and to peers: a cross-region round trip.
-pub const DEFAULT_REMOTE_TIMEOUT: &str = "1s";
-
-/// `[region]`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct RegionConfig {
-    /// This daemon's region; "" = single region.
+/// `[region]`, compiled. The default is a single region.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RegionSettings {
+    /// This daemon's region; empty for a single region.
     pub name: String,
-    /// The backend of `scope = "global"` policies.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub global: Option<RemoteConfig>,
-    /// The other regions, for `scope = "replicated"` policies.
-    pub peers: Vec<RemoteConfig>,
+    /// The backend `scope = "global"` policies decide on.
+    pub global: Option<BackendSettings>,
+    /// The peer regions' backends, by region name.
+    pub peers: Vec<(String, BackendSettings)>,
+    /// This region's backend as replication writes to it (with peers only).
+    pub local: Option<BackendSettings>,
     /// Most (limit, window) totals buffered per peer while it is unreachable.
-    pub max_pending: u64,
+    pub max_pending: usize,
 }
 
-impl Default for RegionConfig {
-    fn default() -> Self {
-        RegionConfig {
-            name: String::new(),
-            global: None,
-            peers: Vec::new(),
-            max_pending: DEFAULT_MAX_PENDING as u64,
-        }
-    }
-}
-
-/// A backend in another place: `{ name = "…", kind = "redis", url = "…" }` (name for peers
-/// only; `kind = "cluster"` takes `nodes`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct RemoteConfig {
-    pub name: String,
-    pub kind: String,
-    pub url: String,
-    pub nodes: Vec<String>,
-    /// Bound on one call. Default 1s (a check on the global backend waits this long at most;
-    /// a delivery to a peer never delays a check).
-    pub timeout: String,
-}
-
-impl Default for RemoteConfig {
-    fn default() -> Self {
-        RemoteConfig {
-            name: String::new(),
-            kind: "redis".to_owned(),
-            url: String::new(),
-            nodes: Vec::new(),
-            timeout: DEFAULT_REMOTE_TIMEOUT.to_owned(),
-        }
-    }
-}
-
-impl RemoteConfig {
-    /// `timeout`; the validated config always parses.
-    pub fn timeout(&self) -> Duration {
-        Duration::from_millis(parse_duration_ms(&self.timeout).unwrap_or(1000).max(1))
-    }
-
-    fn validate(&self, field: &str, errors: &mut Vec<FieldError>) {
-        match self.kind.as_str() {
-            "redis" if self.url.is_empty() => errors.push(FieldError::new(
+/// A backend in another place (`region.global`, `region.peers[i]`), reached over a link to
+/// another region.
+fn compile_remote(
+    config: &RemoteConfig,
+    field: &str,
+    prefix: &str,
+    errors: &mut Vec<FieldError>,
+) -> Option<BackendSettings> {
+    let before = errors.len();
+    let timeout = parse_positive_duration(&config.timeout)
+        .map_err(|why| errors.push(FieldError::new(format!("{field}.timeout"), why)))
+        .ok();
+    let settings = match config.kind.as_str() {
+        "redis" if config.url.is_empty() => {
+            errors.push(FieldError::new(
                 format!("{field}.url"),
                 "kind redis needs a url",
-            )),
-            "cluster" if self.nodes.is_empty() => errors.push(FieldError::new(
+            ));
+            None
+        }
+        "cluster" if config.nodes.is_empty() => {
+            errors.push(FieldError::new(
                 format!("{field}.nodes"),
                 "kind cluster needs at least one node",
-            )),
-            "redis" | "cluster" => {}
-            other => errors.push(FieldError::new(
+            ));
+            None
+        }
+        "redis" => Some(BackendSettings::Redis(RedisStoreConfig {
+            url: config.url.clone(),
+            prefix: prefix.to_owned(),
+            timeout: timeout?,
+            // On a cross-region link Nagle would hold concurrent commands back a round trip.
+            tcp_nodelay: true,
+            ..RedisStoreConfig::default()
+        })),
+        "cluster" => Some(BackendSettings::Cluster(ClusterStoreConfig {
+            nodes: config.nodes.clone(),
+            prefix: prefix.to_owned(),
+            timeout: timeout?,
+            ..ClusterStoreConfig::default()
+        })),
+        other => {
+            errors.push(FieldError::new(
                 format!("{field}.kind"),
                 format!("{other:?} cannot be shared between regions; expected redis or cluster"),
-            )),
+            ));
+            None
         }
-        match parse_duration_ms(&self.timeout) {
-            Ok(0) => errors.push(FieldError::new(
-                format!("{field}.timeout"),
-                "must be at least 1ms",
-            )),
-            Ok(_) => {}
-            Err(why) => errors.push(FieldError::new(format!("{field}.timeout"), why)),
-        }
-    }
+    }?;
+    check_store(&settings, field, errors);
+    (errors.len() == before).then_some(settings)
 }
 
 /// Every problem of `[region]` and of the policies' scopes against it.
-pub fn validate(
+pub(crate) fn compile_region(
     region: &RegionConfig,
     backend: &BackendConfig,
     policies: Option<&PolicySet>,
     errors: &mut Vec<FieldError>,
-) {
+) -> Option<RegionSettings> {
+    let before = errors.len();
     let single = region.name.is_empty();
     if !single && !is_valid_name(&region.name) {
         errors.push(FieldError::new(
@@ -130,19 +107,22 @@ pub fn validate(
             "is required with region.global or region.peers",
         ));
     }
-    if let Some(global) = &region.global {
-        global.validate("region.global", errors);
+    let global = region.global.as_ref().and_then(|global| {
         if !global.name.is_empty() {
             errors.push(FieldError::new(
                 "region.global.name",
                 "the global backend has no region name",
             ));
         }
-    }
+        compile_remote(global, "region.global", &backend.prefix, errors)
+    });
     let mut seen = HashSet::new();
+    let mut peers = Vec::new();
     for (i, peer) in region.peers.iter().enumerate() {
         let field = format!("region.peers[{i}]");
-        peer.validate(&field, errors);
+        if let Some(settings) = compile_remote(peer, &field, &backend.prefix, errors) {
+            peers.push((peer.name.clone(), settings));
+        }
         if !is_valid_name(&peer.name) {
             errors.push(FieldError::new(
                 format!("{field}.name"),
@@ -163,7 +143,56 @@ pub fn validate(
     if region.max_pending == 0 {
         errors.push(FieldError::new("region.max_pending", "must be at least 1"));
     }
-    let Some(policies) = policies else { return };
+    if let Some(policies) = policies {
+        check_scopes(region, backend, policies, errors);
+    }
+    if errors.len() > before {
+        return None;
+    }
+    if single {
+        return Some(RegionSettings::default());
+    }
+    // Replication writes this region's counters through a client of its own.
+    let local = match backend.kind.as_str() {
+        "redis" | "cluster" if !region.peers.is_empty() => compile_remote(
+            &RemoteConfig {
+                kind: backend.kind.clone(),
+                url: backend.url.clone(),
+                nodes: backend.nodes.clone(),
+                timeout: backend.timeout.clone(),
+                ..RemoteConfig::default()
+            },
+            "backend",
+            &backend.prefix,
+            errors,
+        )
+        .map(|local| match local {
+            BackendSettings::Redis(config) => BackendSettings::Redis(RedisStoreConfig {
+                tcp_nodelay: false,
+                ..config
+            }),
+            other => other,
+        }),
+        _ => None,
+    };
+    Some(RegionSettings {
+        name: region.name.clone(),
+        global,
+        peers,
+        local,
+        max_pending: usize::try_from(region.max_pending).unwrap_or(usize::MAX),
+    })
+}
+
+/// The policies' scopes against `[region]`: each scope has the backend it needs, and a
+/// replicated policy's algorithm and budget can be kept.
+fn check_scopes(
+    region: &RegionConfig,
+    backend: &BackendConfig,
+    policies: &PolicySet,
+    errors: &mut Vec<FieldError>,
+) {
+    let single = region.name.is_empty();
     let mut names: Vec<_> = policies.iter().collect();
     names.sort_by(|a, b| a.name.cmp(&b.name));
     for policy in names {
@@ -230,95 +259,6 @@ pub fn validate(
             }
         }
     }
-}
-
-/// The stores of the non-local scopes.
-#[derive(Debug, Clone, Default)]
-pub struct RegionStores {
-    /// `scope = "global"`, with its call timeout.
-    pub global: Option<(Arc<dyn Store>, Duration)>,
-    /// `scope = "replicated"`.
-    pub replicated: Option<ReplicatedStore>,
-}
-
-/// A backend shared between regions; `cross_region`: reached over a link to another region.
-fn shared(
-    config: &RemoteConfig,
-    prefix: &str,
-    cross_region: bool,
-) -> Result<SharedBackend, FieldError> {
-    let timeout = config.timeout();
-    let built = match config.kind.as_str() {
-        "cluster" => ClusterStore::new(ClusterStoreConfig {
-            nodes: config.nodes.clone(),
-            prefix: prefix.to_owned(),
-            timeout,
-            ..ClusterStoreConfig::default()
-        })
-        .map(SharedBackend::Cluster),
-        _ => RedisStore::new(RedisStoreConfig {
-            url: config.url.clone(),
-            prefix: prefix.to_owned(),
-            timeout,
-            // On a cross-region link Nagle would hold concurrent commands back a round trip.
-            tcp_nodelay: cross_region,
-            ..RedisStoreConfig::default()
-        })
-        .map(SharedBackend::Redis),
-    };
-    built.map_err(|e| FieldError::new("region", e.to_string()))
-}
-
-/// Builds the global and replicated stores `config` asks for and starts replication, reading
-/// time from `clock`. Must run inside a Tokio runtime.
-pub fn build(
-    region: &RegionConfig,
-    backend: &BackendConfig,
-    clock: Arc<dyn Clock>,
-) -> Result<RegionStores, FieldError> {
-    let mut stores = RegionStores::default();
-    if region.name.is_empty() {
-        return Ok(stores);
-    }
-    if let Some(global) = &region.global {
-        let store: Arc<dyn Store> = match shared(global, &backend.prefix, true)? {
-            SharedBackend::Redis(s) => Arc::new(s),
-            SharedBackend::Cluster(s) => Arc::new(s),
-        };
-        stores.global = Some((store, global.timeout()));
-    }
-    if !region.peers.is_empty() && matches!(backend.kind.as_str(), "redis" | "cluster") {
-        let local = shared(
-            &RemoteConfig {
-                kind: backend.kind.clone(),
-                url: backend.url.clone(),
-                nodes: backend.nodes.clone(),
-                timeout: backend.timeout.clone(),
-                ..RemoteConfig::default()
-            },
-            &backend.prefix,
-            false,
-        )?;
-        let peers = region
-            .peers
-            .iter()
-            .map(|peer| {
-                Ok(PeerBackend {
-                    name: peer.name.clone(),
-                    backend: shared(peer, &backend.prefix, true)?,
-                })
-            })
-            .collect::<Result<Vec<_>, FieldError>>()?;
-        let store = ReplicatedStore::new(ReplicatedStoreConfig {
-            region: region.name.clone(),
-            local,
-            peers,
-            max_pending: usize::try_from(region.max_pending).unwrap_or(usize::MAX),
-        });
-        store.start(Arc::new(move || clock.now_ms()));
-        stores.replicated = Some(store);
-    }
-    Ok(stores)
 }
 
 #[cfg(test)]

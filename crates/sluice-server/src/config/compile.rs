@@ -1,0 +1,402 @@
+//! The one compile step: the configuration as written ([`Config`]) in, the typed settings the
+//! daemon runs on ([`Settings`]) out, every problem collected on the way. Start, SIGHUP reload
+//! and `--check-config` all call [`compile`], so what `--check-config` accepts the daemon
+//! accepts: nothing downstream parses a value again or falls back on a default.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use sluice_store::{
+    ClusterStoreConfig, ConfigError as StoreConfigError, MemoryStoreConfig, RedisStoreConfig,
+    redact_url,
+};
+
+use super::error::FieldError;
+use super::parse::{parse_mode, parse_positive_duration};
+use super::region::{RegionSettings, compile_region};
+use super::schema::{BackendConfig, Config, ListenConfig, PolicyConfig, TelemetryConfig};
+use crate::policy::PolicySet;
+use crate::rls::Rules;
+
+/// Everything the daemon runs on, compiled from one [`Config`].
+#[derive(Debug)]
+pub struct Settings {
+    /// Where the config came from, as errors and the startup line name it.
+    pub source: String,
+    pub listen: ListenSettings,
+    pub backend: BackendSettings,
+    pub telemetry: TelemetrySettings,
+    /// `admin.token`; `None` keeps the admin API off.
+    pub admin_token: Option<Arc<str>>,
+    /// `[policies.*]` as written: run-time overrides are merged into them and recompiled.
+    pub policy_configs: BTreeMap<String, PolicyConfig>,
+    pub policies: PolicySet,
+    /// `[[rls.descriptors]]`.
+    pub rls: Rules,
+    pub region: RegionSettings,
+}
+
+/// An address a listener binds: TCP, or a Unix socket for `unix:PATH`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ListenAddr {
+    Tcp(SocketAddr),
+    Unix(PathBuf),
+}
+
+/// `[listen]`, parsed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListenSettings {
+    /// The Unix socket of the HTTP API.
+    pub unix: Option<PathBuf>,
+    /// File mode of every Unix socket the daemon creates.
+    pub unix_mode: u32,
+    pub http: Option<SocketAddr>,
+    /// A listener serving only `/metrics`.
+    pub metrics: Option<SocketAddr>,
+    /// The Envoy RLS gRPC listener.
+    pub grpc: Option<ListenAddr>,
+}
+
+/// `backend.kind`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum BackendKind {
+    Memory,
+    Redis,
+    Cluster,
+}
+
+impl BackendKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BackendKind::Memory => "memory",
+            BackendKind::Redis => "redis",
+            BackendKind::Cluster => "cluster",
+        }
+    }
+}
+
+impl std::fmt::Display for BackendKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// `[backend]`, as the store to build.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BackendSettings {
+    Memory(MemoryStoreConfig),
+    Redis(RedisStoreConfig),
+    Cluster(ClusterStoreConfig),
+}
+
+impl BackendSettings {
+    pub fn kind(&self) -> BackendKind {
+        match self {
+            BackendSettings::Memory(_) => BackendKind::Memory,
+            BackendSettings::Redis(_) => BackendKind::Redis,
+            BackendSettings::Cluster(_) => BackendKind::Cluster,
+        }
+    }
+
+    /// The bound on each call; `None` for process memory, which cannot hang.
+    pub fn timeout(&self) -> Option<Duration> {
+        match self {
+            BackendSettings::Memory(_) => None,
+            BackendSettings::Redis(config) => Some(config.timeout),
+            BackendSettings::Cluster(config) => Some(config.timeout),
+        }
+    }
+
+    /// Where the counters live, with any credentials redacted (for logs).
+    pub fn address(&self) -> String {
+        match self {
+            BackendSettings::Memory(_) => "process memory".to_owned(),
+            BackendSettings::Redis(config) => redact_url(&config.url),
+            BackendSettings::Cluster(config) => config
+                .nodes
+                .iter()
+                .map(|node| redact_url(node))
+                .collect::<Vec<_>>()
+                .join(","),
+        }
+    }
+}
+
+/// Output format of the logs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+/// `[telemetry]`, parsed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TelemetrySettings {
+    /// The OTLP/gRPC collector; `None`: `OTEL_EXPORTER_OTLP_ENDPOINT` or no traces.
+    pub otlp_endpoint: Option<String>,
+    pub sample_ratio: f64,
+    pub log_format: LogFormat,
+}
+
+/// Compiles `config`, or reports every problem of it.
+pub fn compile(config: &Config) -> Result<Settings, Vec<FieldError>> {
+    let mut errors = Vec::new();
+    let listen = compile_listen(&config.listen, &mut errors);
+    let backend = compile_backend(&config.backend, &mut errors);
+    let telemetry = compile_telemetry(&config.telemetry, &mut errors);
+    if config.policies.is_empty() {
+        errors.push(FieldError::new(
+            "policies",
+            "no policies: every check would answer unknown_policy; define at least one \
+             [policies.NAME] section",
+        ));
+    }
+    let policies = match PolicySet::compile(&config.policies) {
+        Ok(policies) => Some(policies),
+        Err(mut policy_errors) => {
+            errors.append(&mut policy_errors);
+            None
+        }
+    };
+    let rls = match Rules::compile(&config.rls, &config.policies) {
+        Ok(rls) => Some(rls),
+        Err(mut rls_errors) => {
+            errors.append(&mut rls_errors);
+            None
+        }
+    };
+    let region = compile_region(
+        &config.region,
+        &config.backend,
+        policies.as_ref(),
+        &mut errors,
+    );
+    match (listen, backend, telemetry, policies, rls, region) {
+        (Some(listen), Some(backend), Some(telemetry), Some(policies), Some(rls), Some(region))
+            if errors.is_empty() =>
+        {
+            Ok(Settings {
+                source: String::new(),
+                listen,
+                backend,
+                telemetry,
+                admin_token: (!config.admin.token.is_empty())
+                    .then(|| config.admin.token.as_str().into()),
+                policy_configs: config.policies.clone(),
+                policies,
+                rls,
+                region,
+            })
+        }
+        _ => Err(errors),
+    }
+}
+
+fn compile_listen(config: &ListenConfig, errors: &mut Vec<FieldError>) -> Option<ListenSettings> {
+    let before = errors.len();
+    let unix_mode = parse_mode(&config.unix_mode).unwrap_or_else(|| {
+        errors.push(FieldError::new(
+            "listen.unix_mode",
+            format!(
+                "{:?} is not an octal file mode such as \"0660\"",
+                config.unix_mode
+            ),
+        ));
+        0
+    });
+    let mut tcp = |field: &str, value: &str| -> Option<SocketAddr> {
+        if value.is_empty() {
+            return None;
+        }
+        value.parse::<SocketAddr>().map_or_else(
+            |_| {
+                errors.push(FieldError::new(
+                    field,
+                    format!(
+                        "{value:?} is not an address such as \"127.0.0.1:8080\" (\"\" disables)"
+                    ),
+                ));
+                None
+            },
+            Some,
+        )
+    };
+    let http = tcp("listen.http", &config.http);
+    let metrics = tcp("listen.metrics", &config.metrics);
+    let grpc = listen_addr("listen.grpc", &config.grpc, errors);
+    let unix = (!config.unix.is_empty()).then(|| PathBuf::from(&config.unix));
+    if unix.is_none() && http.is_none() {
+        errors.push(FieldError::new(
+            "listen",
+            "listen.unix and listen.http are both disabled: nothing to serve",
+        ));
+    }
+    (errors.len() == before).then_some(ListenSettings {
+        unix,
+        unix_mode,
+        http,
+        metrics,
+        grpc,
+    })
+}
+
+/// A listener address: `HOST:PORT`, `unix:PATH`, or `""` (off).
+pub(crate) fn listen_addr(
+    field: &str,
+    value: &str,
+    errors: &mut Vec<FieldError>,
+) -> Option<ListenAddr> {
+    if value.is_empty() {
+        return None;
+    }
+    if let Some(path) = value.strip_prefix("unix:") {
+        if path.is_empty() {
+            errors.push(FieldError::new(
+                field,
+                "\"unix:\" needs a socket path, e.g. \"unix:/tmp/sluiced-rls.sock\"",
+            ));
+            return None;
+        }
+        return Some(ListenAddr::Unix(PathBuf::from(path)));
+    }
+    match value.parse::<SocketAddr>() {
+        Ok(addr) => Some(ListenAddr::Tcp(addr)),
+        Err(_) => {
+            errors.push(FieldError::new(
+                field,
+                format!(
+                    "{value:?} is not an address such as \"127.0.0.1:8081\" or \"unix:PATH\" (\"\" disables)"
+                ),
+            ));
+            None
+        }
+    }
+}
+
+fn compile_backend(
+    config: &BackendConfig,
+    errors: &mut Vec<FieldError>,
+) -> Option<BackendSettings> {
+    let before = errors.len();
+    let timeout = parse_positive_duration(&config.timeout).unwrap_or_else(|why| {
+        errors.push(FieldError::new("backend.timeout", why));
+        Duration::from_millis(1)
+    });
+    if config.max_keys == 0 {
+        errors.push(FieldError::new("backend.max_keys", "must be at least 1"));
+    }
+    if config.prefix.is_empty() || config.prefix.contains(['{', '}']) {
+        errors.push(FieldError::new(
+            "backend.prefix",
+            "must be non-empty and hold no '{' or '}' (they pick the Redis cluster slot)",
+        ));
+    }
+    let settings = match config.kind.as_str() {
+        "memory" => BackendSettings::Memory(MemoryStoreConfig {
+            max_keys: config.max_keys,
+            ..MemoryStoreConfig::default()
+        }),
+        "redis" => {
+            if config.url.is_empty() {
+                errors.push(FieldError::new(
+                    "backend.url",
+                    "backend kind redis needs a url",
+                ));
+            }
+            BackendSettings::Redis(RedisStoreConfig {
+                url: config.url.clone(),
+                prefix: config.prefix.clone(),
+                timeout,
+                ..RedisStoreConfig::default()
+            })
+        }
+        "cluster" => {
+            if config.nodes.is_empty() {
+                errors.push(FieldError::new(
+                    "backend.nodes",
+                    "backend kind cluster needs at least one node",
+                ));
+            }
+            BackendSettings::Cluster(ClusterStoreConfig {
+                nodes: config.nodes.clone(),
+                prefix: config.prefix.clone(),
+                timeout,
+                ..ClusterStoreConfig::default()
+            })
+        }
+        other => {
+            errors.push(FieldError::new(
+                "backend.kind",
+                format!("unknown backend {other:?}; expected memory, redis or cluster"),
+            ));
+            return None;
+        }
+    };
+    if errors.len() > before {
+        return None;
+    }
+    check_store(&settings, "backend", errors);
+    (errors.len() == before).then_some(settings)
+}
+
+/// Runs the store's own checks of `settings` (URL and node syntax) without connecting,
+/// naming `section`'s field of the problem.
+pub(crate) fn check_store(settings: &BackendSettings, section: &str, errors: &mut Vec<FieldError>) {
+    let checked = match settings {
+        BackendSettings::Memory(_) => Ok(()),
+        BackendSettings::Redis(config) => config.validate(),
+        BackendSettings::Cluster(config) => config.validate(),
+    };
+    if let Err(err) = checked {
+        let field = match (&err, settings) {
+            (StoreConfigError::InvalidUrl { url, .. }, BackendSettings::Cluster(config)) => {
+                let at = config
+                    .nodes
+                    .iter()
+                    .position(|node| redact_url(node) == *url)
+                    .unwrap_or(0);
+                format!("{section}.nodes[{at}]")
+            }
+            (StoreConfigError::InvalidUrl { .. }, _) => format!("{section}.url"),
+            (StoreConfigError::NoNodes, _) => format!("{section}.nodes"),
+            (StoreConfigError::InvalidPrefix(_), _) => "backend.prefix".to_owned(),
+            (StoreConfigError::ZeroTimeout, _) => format!("{section}.timeout"),
+            _ => section.to_owned(),
+        };
+        errors.push(FieldError::new(field, err.to_string()));
+    }
+}
+
+fn compile_telemetry(
+    config: &TelemetryConfig,
+    errors: &mut Vec<FieldError>,
+) -> Option<TelemetrySettings> {
+    let before = errors.len();
+    if !(0.0..=1.0).contains(&config.sample_ratio) {
+        errors.push(FieldError::new(
+            "telemetry.sample_ratio",
+            format!("{} is not between 0 and 1", config.sample_ratio),
+        ));
+    }
+    let log_format = match config.log_format.as_str() {
+        "text" => LogFormat::Text,
+        "json" => LogFormat::Json,
+        other => {
+            errors.push(FieldError::new(
+                "telemetry.log_format",
+                format!("unknown log format {other:?}; expected text or json"),
+            ));
+            LogFormat::Text
+        }
+    };
+    (errors.len() == before).then(|| TelemetrySettings {
+        otlp_endpoint: Some(config.otlp_endpoint.trim())
+            .filter(|endpoint| !endpoint.is_empty())
+            .map(str::to_owned),
+        sample_ratio: config.sample_ratio,
+        log_format,
+    })
+}

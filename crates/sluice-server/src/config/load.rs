@@ -1,0 +1,335 @@
+//! Where the configuration comes from: figment merges the built-in defaults, the TOML file
+//! (or the built-in policies) and `SLUICE_` environment variables, then [`compile`] turns the
+//! result into [`Settings`]; every problem is reported with the source that set the value.
+
+use figment::Figment;
+use figment::providers::{Env, Format, Serialized, Toml};
+
+use super::compile::{Settings, compile};
+use super::error::{ConfigError, FieldError};
+use super::schema::{BUILTIN_NAME, BUILTIN_TOML, Config};
+use std::path::PathBuf;
+
+/// Top-level sections env vars may set. Anything else under `SLUICE_` (such as
+/// `SLUICE_SOCKET` or the CLI's `SLUICE_ADMIN_TOKEN`) is not config and must not reach the
+/// strict deserializer.
+const SECTIONS: [&str; 7] = [
+    "listen",
+    "backend",
+    "telemetry",
+    "admin",
+    "policies",
+    "rls",
+    "region",
+];
+
+/// Where a configuration comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConfigSource {
+    /// The policies compiled into the binary.
+    Builtin,
+    /// A TOML file on disk.
+    File(PathBuf),
+    /// TOML text under a display name (tests, embedders).
+    Text { name: String, toml: String },
+}
+
+impl ConfigSource {
+    /// How errors and the startup line name this source.
+    pub fn name(&self) -> String {
+        match self {
+            ConfigSource::Builtin => BUILTIN_NAME.to_owned(),
+            ConfigSource::File(path) => path.display().to_string(),
+            ConfigSource::Text { name, .. } => name.clone(),
+        }
+    }
+}
+
+/// Loads and compiles: defaults, then `source`, then `SLUICE_` env vars, into the settings
+/// the daemon runs on. Start, reload and `--check-config` all come through here.
+pub fn load(source: &ConfigSource) -> Result<Settings, ConfigError> {
+    load_with_env(source, env_provider())
+}
+
+/// As [`load`], with the env provider given (tests pass their own map).
+pub fn load_with_env(source: &ConfigSource, env: Env) -> Result<Settings, ConfigError> {
+    let name = source.name();
+    let base = Figment::from(Serialized::defaults(Config::default()));
+    let figment = match source {
+        ConfigSource::Builtin => base.merge(Toml::string(BUILTIN_TOML)),
+        ConfigSource::File(path) => {
+            if let Err(err) = std::fs::metadata(path) {
+                return Err(ConfigError {
+                    problems: vec![(name, FieldError::new("", format!("cannot read: {err}")))],
+                });
+            }
+            base.merge(Toml::file_exact(path))
+        }
+        ConfigSource::Text { toml, .. } => base.merge(Toml::string(toml)),
+    }
+    .merge(env);
+    let config: Config = figment.extract().map_err(|err| from_figment(err, &name))?;
+    let errors = match compile(&config) {
+        Ok(mut settings) => {
+            settings.source = name;
+            return Ok(settings);
+        }
+        Err(errors) => errors,
+    };
+    let problems = errors
+        .into_iter()
+        .map(|error| (source_of(&figment, &error.field, &name), error))
+        .collect();
+    Err(ConfigError { problems })
+}
+
+/// `SLUICE_SECTION__KEY=value`, limited to the config's own sections.
+pub fn env_provider() -> Env {
+    Env::prefixed("SLUICE_").split("__").filter(is_config_key)
+}
+
+fn is_config_key(key: &figment::value::UncasedStr) -> bool {
+    let key = key.as_str();
+    SECTIONS.iter().any(|section| {
+        key.len() > section.len() + 2
+            && key.is_char_boundary(section.len())
+            && key[..section.len()].eq_ignore_ascii_case(section)
+            // `split` may already have turned `__` into `.`.
+            && (key[section.len()..].starts_with("__") || key[section.len()..].starts_with('.'))
+    })
+}
+
+/// The provider that set `field`: the env var when it came from the environment, else the file.
+fn source_of(figment: &Figment, field: &str, file: &str) -> String {
+    match figment.find_metadata(field) {
+        Some(meta) if meta.name.contains("environment") => {
+            format!(
+                "env SLUICE_{}",
+                field.replace('.', "__").to_ascii_uppercase()
+            )
+        }
+        _ => file.to_owned(),
+    }
+}
+
+fn from_figment(err: figment::Error, file: &str) -> ConfigError {
+    let problems = err
+        .into_iter()
+        .map(|e| {
+            let source = match e.metadata.as_ref() {
+                Some(meta) if meta.name.contains("environment") => {
+                    "environment (SLUICE_*)".to_owned()
+                }
+                _ => file.to_owned(),
+            };
+            let field = e.path.join(".");
+            (source, FieldError::new(field, e.kind.to_string()))
+        })
+        .collect();
+    ConfigError { problems }
+}
+
+#[cfg(test)]
+#[allow(clippy::result_large_err)] // figment's Jail closures return its error type.
+mod tests {
+    use std::path::{Path, PathBuf};
+
+    use super::*;
+    use crate::config::{BackendKind, ListenAddr};
+
+    fn text(toml: &str) -> ConfigSource {
+        ConfigSource::Text {
+            name: "t.toml".to_owned(),
+            toml: toml.to_owned(),
+        }
+    }
+
+    /// A policy, for configs about something else (a config without policies is refused).
+    const POLICY: &str = "[policies.p]\nalgorithm = \"gcra\"\nlimit = 1\nwindow = \"1s\"\n";
+
+    fn fields(err: &ConfigError) -> Vec<&str> {
+        err.problems.iter().map(|(_, p)| p.field.as_str()).collect()
+    }
+
+    #[test]
+    fn the_builtin_policies_load() {
+        let settings = load_with_env(&ConfigSource::Builtin, Env::raw().only(&[])).unwrap();
+        assert_eq!(
+            settings.policy_configs.keys().collect::<Vec<_>>(),
+            vec!["admin", "internal", "public"]
+        );
+        let public = &settings.policy_configs["public"];
+        assert_eq!(public.algorithm.as_deref(), Some("token_bucket"));
+        assert_eq!(public.tiers["pro"].burst, Some(2000));
+        assert_eq!(
+            settings.policy_configs["internal"].algorithm.as_deref(),
+            Some("sliding_window_counter")
+        );
+        assert_eq!(
+            settings.policy_configs["admin"].algorithm.as_deref(),
+            Some("fixed_window")
+        );
+        assert_eq!(settings.backend.kind(), BackendKind::Memory);
+        assert_eq!(settings.listen.http, "127.0.0.1:8080".parse().ok());
+    }
+
+    #[test]
+    fn every_invalid_value_is_named() {
+        let err = load_with_env(
+            &text(
+                r#"
+[listen]
+unix_mode = "8"
+http = "nowhere"
+[backend]
+kind = "etcd"
+timeout = "5 minutes"
+max_keys = 0
+[telemetry]
+sample_ratio = -0.5
+log_format = "yaml"
+[policies.a]
+algorithm = "fixed_windows"
+limit = 0
+window = "1s"
+[policies.b]
+algorithm = "token_bucket"
+limit = 10
+window = "0s"
+burst = 0
+fail = "sideways"
+tiers = { "bad tier" = { limit = 1 }, ok = { limit = 0, burst = 0 } }
+[policies.c]
+[policies."way/too/long"]
+algorithm = "gcra"
+limit = 1
+window = "1w"
+"#,
+            ),
+            Env::raw().only(&[]),
+        )
+        .unwrap_err();
+        let mut got = fields(&err);
+        got.sort_unstable();
+        let mut want = vec![
+            "listen.unix_mode",
+            "listen.http",
+            "backend.kind",
+            "backend.timeout",
+            "backend.max_keys",
+            "telemetry.sample_ratio",
+            "telemetry.log_format",
+            "policies.a.algorithm",
+            "policies.a.limit",
+            "policies.b.window",
+            "policies.b.burst",
+            "policies.b.fail",
+            "policies.b.tiers.bad tier",
+            "policies.b.tiers.ok.limit",
+            "policies.b.tiers.ok.burst",
+            "policies.c.algorithm",
+            "policies.c.limit",
+            "policies.c.window",
+            "policies.way/too/long",
+            "policies.way/too/long.window",
+        ];
+        want.sort_unstable();
+        assert_eq!(got, want, "{err}");
+        for line in err.to_string().lines() {
+            assert!(line.starts_with("t.toml: "), "{line}");
+        }
+    }
+
+    #[test]
+    fn an_unknown_field_names_the_field_and_the_file() {
+        let err = load_with_env(
+            &text("[backend]\nkindd = \"memory\"\n"),
+            Env::raw().only(&[]),
+        )
+        .unwrap_err();
+        let shown = err.to_string();
+        assert!(
+            shown.starts_with("t.toml: backend.kindd: unknown field"),
+            "{shown}"
+        );
+    }
+
+    #[test]
+    fn listen_grpc_takes_an_address_or_a_unix_socket() {
+        let load = |grpc: &str| {
+            load_with_env(
+                &text(&format!("[listen]\ngrpc = {grpc:?}\n{POLICY}")),
+                Env::raw().only(&[]),
+            )
+        };
+        let unix = load("unix:/run/sluice/rls.sock").unwrap();
+        assert_eq!(
+            unix.listen.grpc,
+            Some(ListenAddr::Unix(Path::new("/run/sluice/rls.sock").into()))
+        );
+        let tcp = load("127.0.0.1:8081").unwrap();
+        assert!(matches!(tcp.listen.grpc, Some(ListenAddr::Tcp(_))));
+        for bad in ["unix:", "localhost", "8081"] {
+            let err = load(bad).unwrap_err();
+            assert_eq!(fields(&err), vec!["listen.grpc"], "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn burst_defaults_to_limit_and_tier_burst_to_tier_limit() {
+        let settings = load_with_env(
+            &text(
+                "[policies.p]\nalgorithm = \"token_bucket\"\nlimit = 7\nwindow = \"1s\"\ntiers = { a = { limit = 3 }, b = { burst = 9 } }\n",
+            ),
+            Env::raw().only(&[]),
+        )
+        .unwrap();
+        let set = &settings.policies;
+        let p = set.get("p").unwrap();
+        assert_eq!((p.base.params.limit, p.base.params.burst), (7, 7));
+        let a = p.limit_for(Some("a")).params;
+        assert_eq!((a.limit, a.burst), (3, 3));
+        let b = p.limit_for(Some("b")).params;
+        assert_eq!((b.limit, b.burst), (7, 9));
+        assert_eq!(p.limit_for(Some("zzz")).params, p.base.params);
+    }
+
+    #[test]
+    fn env_overrides_the_file_and_foreign_vars_are_ignored() {
+        figment::Jail::expect_with(|jail| {
+            jail.set_env("SLUICE_POLICIES__PUBLIC__LIMIT", "250");
+            jail.set_env("SLUICE_BACKEND__KIND", "redis");
+            jail.set_env("SLUICE_BACKEND__TIMEOUT", "20ms");
+            jail.set_env("SLUICE_SOCKET", "/tmp/from-env.sock");
+            jail.set_env("SLUICE_ADMIN_TOKEN", "cli-only");
+            jail.set_env("SLUICE_UNRELATED", "x");
+            let settings = load(&ConfigSource::Builtin).map_err(|e| e.to_string())?;
+            assert_eq!(settings.policy_configs["public"].limit, Some(250));
+            assert_eq!(
+                settings.backend.timeout(),
+                Some(std::time::Duration::from_millis(20))
+            );
+            assert_eq!(
+                settings.listen.unix,
+                Some(PathBuf::from("/tmp/from-env.sock"))
+            );
+            assert_eq!(settings.admin_token, None);
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn an_invalid_env_value_names_the_variable() {
+        figment::Jail::expect_with(|jail| {
+            jail.set_env("SLUICE_POLICIES__PUBLIC__LIMIT", "0");
+            jail.set_env("SLUICE_LISTEN__UNIX_MODE", "0600");
+            let err = load(&ConfigSource::Builtin).unwrap_err();
+            assert_eq!(err.problems.len(), 1, "{err}");
+            assert_eq!(
+                err.to_string(),
+                "env SLUICE_POLICIES__PUBLIC__LIMIT: policies.public.limit: limit must be at least 1"
+            );
+            Ok(())
+        });
+    }
+}

@@ -1,0 +1,31 @@
+//! The daemon's configuration, raw in, typed out.
+//!
+//! - [`schema`]: the TOML tree as written (every key a string or number, defaults filled in);
+//! - [`load`]: where it comes from (defaults, the file, `SLUICE_` env vars, through figment);
+//! - [`compile()`]: the one step that turns it into [`Settings`] or reports every problem at
+//!   once, each naming its field; [`region`] is its `[region]` part;
+//! - [`parse`]: the value syntaxes (names, durations, modes) the compile step reads.
+//!
+//! Start, SIGHUP reload and `--check-config` all go through [`load()`], so what
+//! `--check-config` accepts the daemon accepts, by construction.
+
+mod compile;
+pub mod error;
+pub mod load;
+pub mod parse;
+pub mod region;
+pub mod schema;
+
+pub use compile::{
+    BackendKind, BackendSettings, ListenAddr, ListenSettings, LogFormat, Settings,
+    TelemetrySettings, compile,
+};
+pub use error::{ConfigError, FieldError};
+pub use load::{ConfigSource, env_provider, load, load_with_env};
+pub use parse::{is_valid_name, parse_duration_ms};
+pub use region::RegionSettings;
+pub use schema::{
+    AdminConfig, BUILTIN_NAME, BUILTIN_TOML, BackendConfig, Config, ListenConfig, PolicyConfig,
+    RegionConfig, RemoteConfig, RlsConfig, RlsDescriptorConfig, TelemetryConfig, TierConfig,
+    default_socket_path,
+};

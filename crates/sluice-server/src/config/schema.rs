@@ -1,0 +1,267 @@
+//! The configuration as written: one struct tree mirroring the TOML schema, every section
+//! `deny_unknown_fields`, every key defaulted so that a missing required key is reported by
+//! the compile step together with every other problem. Nothing here is interpreted: values
+//! stay text until [`compile`](super::compile()) turns them into typed settings.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Deserializer, Serialize};
+use sluice_store::replicated::DEFAULT_MAX_PENDING;
+
+/// The policies compiled into the binary: what `sluiced` serves with no `--config`.
+pub const BUILTIN_TOML: &str = include_str!("../../../../examples/sluice.toml");
+
+/// The name errors give to the built-in file.
+pub const BUILTIN_NAME: &str = "<built-in examples/sluice.toml>";
+
+/// The whole configuration file.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    pub listen: ListenConfig,
+    pub backend: BackendConfig,
+    pub telemetry: TelemetryConfig,
+    pub admin: AdminConfig,
+    pub policies: BTreeMap<String, PolicyConfig>,
+    /// `[[rls.descriptors]]`: how Envoy RLS descriptors map to policies.
+    pub rls: RlsConfig,
+    /// `[region]`: multi-region limits (absent = single region).
+    pub region: RegionConfig,
+}
+
+/// `[listen]`: where the daemon accepts connections.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ListenConfig {
+    /// Unix socket path; "" disables.
+    pub unix: String,
+    /// Octal file mode of the socket.
+    #[serde(deserialize_with = "string_or_integer")]
+    pub unix_mode: String,
+    /// TCP address of the HTTP API; "" disables.
+    pub http: String,
+    /// Separate TCP listener serving only `/metrics`; "" = none.
+    pub metrics: String,
+    /// Envoy RLS gRPC listener: `host:port`, or `unix:PATH` for a Unix socket; "" = off.
+    pub grpc: String,
+}
+
+impl Default for ListenConfig {
+    fn default() -> Self {
+        ListenConfig {
+            unix: default_socket_path(),
+            unix_mode: "0660".to_owned(),
+            http: "127.0.0.1:8080".to_owned(),
+            metrics: String::new(),
+            grpc: String::new(),
+        }
+    }
+}
+
+/// `$SLUICE_SOCKET` or `/tmp/sluiced.sock`: the default of `listen.unix`, so the override is
+/// below the file and `SLUICE_LISTEN__UNIX` in precedence.
+pub fn default_socket_path() -> String {
+    match std::env::var("SLUICE_SOCKET") {
+        Ok(path) if !path.is_empty() => path,
+        _ => "/tmp/sluiced.sock".to_owned(),
+    }
+}
+
+/// `[backend]`: where counters live.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct BackendConfig {
+    pub kind: String,
+    pub url: String,
+    pub nodes: Vec<String>,
+    pub timeout: String,
+    pub prefix: String,
+    pub max_keys: u64,
+}
+
+impl Default for BackendConfig {
+    fn default() -> Self {
+        BackendConfig {
+            kind: "memory".to_owned(),
+            url: "redis://127.0.0.1:6379".to_owned(),
+            nodes: Vec::new(),
+            timeout: "50ms".to_owned(),
+            prefix: "rl".to_owned(),
+            max_keys: 1_000_000,
+        }
+    }
+}
+
+/// `[telemetry]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TelemetryConfig {
+    pub otlp_endpoint: String,
+    pub sample_ratio: f64,
+    pub log_format: String,
+}
+
+impl Default for TelemetryConfig {
+    fn default() -> Self {
+        TelemetryConfig {
+            otlp_endpoint: String::new(),
+            sample_ratio: 0.01,
+            log_format: "text".to_owned(),
+        }
+    }
+}
+
+/// `[admin]`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AdminConfig {
+    pub token: String,
+}
+
+/// `[rls]`: the Envoy rate-limit service (`listen.grpc`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RlsConfig {
+    pub descriptors: Vec<RlsDescriptorConfig>,
+}
+
+/// `[[rls.descriptors]]`: a descriptor of `domain` whose entry keys are exactly `keys` (in
+/// order) is checked against `policy` under the key `key`, a template over the entry values
+/// (`"ip:{remote_address}"`). Every field is required; missing ones are reported by
+/// [`compile`](super::compile()).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RlsDescriptorConfig {
+    pub domain: String,
+    pub keys: Vec<String>,
+    pub policy: String,
+    pub key: String,
+}
+
+/// `[policies.NAME]`. Required keys are options so that a missing one is reported together
+/// with every other error instead of stopping deserialization.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PolicyConfig {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub algorithm: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub window: Option<String>,
+    /// Defaults to `limit`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub burst: Option<u64>,
+    pub fail: String,
+    pub shadow: bool,
+    pub tiers: BTreeMap<String, TierConfig>,
+    /// Values of the `endpoint` metrics label recorded as themselves; others are `other`.
+    pub endpoints: Vec<String>,
+    /// `local` (default) | `global` | `replicated` (SPEC "Multi-region").
+    pub scope: String,
+    /// `replicated`: consumption reaches every peer at least this often. Default 100ms.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sync_interval: Option<String>,
+    /// `replicated`: admitted may exceed the limit by at most this fraction. Default 0.05.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub overshoot_budget: Option<f64>,
+}
+
+impl Default for PolicyConfig {
+    fn default() -> Self {
+        PolicyConfig {
+            algorithm: None,
+            limit: None,
+            window: None,
+            burst: None,
+            fail: "open".to_owned(),
+            shadow: false,
+            tiers: BTreeMap::new(),
+            endpoints: Vec::new(),
+            scope: "local".to_owned(),
+            sync_interval: None,
+            overshoot_budget: None,
+        }
+    }
+}
+
+/// `[policies.NAME.tiers.TIER]`: overrides of the policy's limit for one plan.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TierConfig {
+    /// Defaults to the policy's limit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u64>,
+    /// Defaults to the tier's limit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub burst: Option<u64>,
+}
+
+/// Default timeout of calls to the global backend and to peers: a cross-region round trip.
+pub const DEFAULT_REMOTE_TIMEOUT: &str = "1s";
+
+/// `[region]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RegionConfig {
+    /// This daemon's region; "" = single region.
+    pub name: String,
+    /// The backend of `scope = "global"` policies.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub global: Option<RemoteConfig>,
+    /// The other regions, for `scope = "replicated"` policies.
+    pub peers: Vec<RemoteConfig>,
+    /// Most (limit, window) totals buffered per peer while it is unreachable.
+    pub max_pending: u64,
+}
+
+impl Default for RegionConfig {
+    fn default() -> Self {
+        RegionConfig {
+            name: String::new(),
+            global: None,
+            peers: Vec::new(),
+            max_pending: DEFAULT_MAX_PENDING as u64,
+        }
+    }
+}
+
+/// A backend in another place: `{ name = "…", kind = "redis", url = "…" }` (name for peers
+/// only; `kind = "cluster"` takes `nodes`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RemoteConfig {
+    pub name: String,
+    pub kind: String,
+    pub url: String,
+    pub nodes: Vec<String>,
+    /// Bound on one call. Default 1s (a check on the global backend waits this long at most;
+    /// a delivery to a peer never delays a check).
+    pub timeout: String,
+}
+
+impl Default for RemoteConfig {
+    fn default() -> Self {
+        RemoteConfig {
+            name: String::new(),
+            kind: "redis".to_owned(),
+            url: String::new(),
+            nodes: Vec::new(),
+            timeout: DEFAULT_REMOTE_TIMEOUT.to_owned(),
+        }
+    }
+}
+
+/// An env var such as `SLUICE_LISTEN__UNIX_MODE=0660` arrives as a number; keep its digits.
+fn string_or_integer<'de, D: Deserializer<'de>>(deserializer: D) -> Result<String, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Either {
+        Text(String),
+        Number(u64),
+    }
+    Ok(match Either::deserialize(deserializer)? {
+        Either::Text(text) => text,
+        Either::Number(number) => format!("{number:04}"),
+    })
+}

@@ -1,0 +1,105 @@
+//! The stores the limiter decides on, built from compiled settings in one place: this
+//! region's backend, and with `[region]` the global backend and the replicated store.
+//! Building never fails for a value the config compile accepted; Redis stores connect lazily
+//! (the daemon starts, and answers each policy's fail mode, while Redis is still down).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use sluice_store::{
+    ClusterStore, ConfigError, MemoryStore, PeerBackend, RedisStore, ReplicatedStore,
+    ReplicatedStoreConfig, SharedBackend, Store,
+};
+
+use crate::clock::Clock;
+use crate::config::{BackendSettings, RegionSettings};
+
+/// Every store of the daemon.
+#[derive(Debug, Clone)]
+pub struct Stores {
+    /// `scope = "local"` policies (the default), and the overrides.
+    pub local: Arc<dyn Store>,
+    pub region: RegionStores,
+}
+
+/// The stores of the non-local scopes.
+#[derive(Debug, Clone, Default)]
+pub struct RegionStores {
+    /// `scope = "global"`, with its call timeout.
+    pub global: Option<(Arc<dyn Store>, Duration)>,
+    /// `scope = "replicated"`.
+    pub replicated: Option<ReplicatedStore>,
+}
+
+impl Stores {
+    /// A single region deciding on `local` (tests hand in stores of their own).
+    pub fn local(local: Arc<dyn Store>) -> Stores {
+        Stores {
+            local,
+            region: RegionStores::default(),
+        }
+    }
+
+    /// Builds the stores `backend` and `region` describe and starts replication, reading time
+    /// from `clock`. Must run inside a Tokio runtime.
+    pub fn build(
+        backend: &BackendSettings,
+        region: &RegionSettings,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Stores, ConfigError> {
+        let local = store(backend)?;
+        let mut stores = RegionStores::default();
+        if let Some(global) = &region.global {
+            let timeout = global.timeout().unwrap_or(Duration::from_secs(1));
+            stores.global = Some((store(global)?, timeout));
+        }
+        if let Some(local_shared) = &region.local {
+            let peers = region
+                .peers
+                .iter()
+                .map(|(name, peer)| {
+                    Ok(PeerBackend {
+                        name: name.clone(),
+                        backend: shared(peer)?,
+                    })
+                })
+                .collect::<Result<Vec<_>, ConfigError>>()?;
+            let replicated = ReplicatedStore::new(ReplicatedStoreConfig {
+                region: region.name.clone(),
+                local: shared(local_shared)?,
+                peers,
+                max_pending: region.max_pending,
+            });
+            replicated.start(Arc::new(move || clock.now_ms()));
+            stores.replicated = Some(replicated);
+        }
+        Ok(Stores {
+            local,
+            region: stores,
+        })
+    }
+}
+
+/// The store of `settings`.
+pub fn store(settings: &BackendSettings) -> Result<Arc<dyn Store>, ConfigError> {
+    Ok(match settings {
+        BackendSettings::Memory(config) => Arc::new(MemoryStore::new(*config)),
+        BackendSettings::Redis(config) => Arc::new(RedisStore::new(config.clone())?),
+        BackendSettings::Cluster(config) => Arc::new(ClusterStore::new(config.clone())?),
+    })
+}
+
+/// A backend other regions write into (never process memory: the compile refuses it).
+fn shared(settings: &BackendSettings) -> Result<SharedBackend, ConfigError> {
+    match settings {
+        BackendSettings::Redis(config) => {
+            Ok(SharedBackend::Redis(RedisStore::new(config.clone())?))
+        }
+        BackendSettings::Cluster(config) => {
+            Ok(SharedBackend::Cluster(ClusterStore::new(config.clone())?))
+        }
+        BackendSettings::Memory(_) => Err(ConfigError::Client(
+            "process memory cannot be shared between regions".into(),
+        )),
+    }
+}
