@@ -1,5 +1,5 @@
 //! The JSON bodies of the sluice HTTP API, defined once so the daemon and every client
-//! serialize the same thing (see SPEC "Check API").
+//! serialize the same thing (see the README's "Check API").
 
 use std::collections::BTreeMap;
 
@@ -68,7 +68,7 @@ pub struct CheckResponse {
     /// The backend failed and the policy fails open: allowed without counting.
     #[serde(default)]
     pub degraded: bool,
-    /// Present on a denial: the SPEC error fields and the RFC 9457 problem fields.
+    /// Present on a denial: the documented error fields and the RFC 9457 problem fields.
     #[serde(flatten, default)]
     pub problem: Option<Problem>,
 }
@@ -223,7 +223,7 @@ pub struct PolicyView {
     pub fail: String,
     pub shadow: bool,
     pub tiers: BTreeMap<String, LimitView>,
-    /// `local`, `global` or `replicated` (SPEC "Multi-region"); absent from older daemons.
+    /// `local`, `global` or `replicated`; absent from older daemons.
     #[serde(default = "local_scope")]
     pub scope: String,
 }

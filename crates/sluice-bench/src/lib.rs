@@ -1,4 +1,4 @@
-//! `sluice-bench`: a load generator for sluiced (SPEC "sluice-bench").
+//! `sluice-bench`: a load generator for sluiced (see the README).
 //!
 //! It drives `POST /v1/check` (or any `--path`) over keep-alive HTTP/1.1 connections on a
 //! Unix socket or TCP, one connection per concurrency slot, all on one thread. Requests are

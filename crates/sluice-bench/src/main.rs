@@ -1,4 +1,4 @@
-//! `sluice-bench`: see the library docs and SPEC "sluice-bench". The last line on stdout is the
+//! `sluice-bench`: see the library docs and the README. The last line on stdout is the
 //! JSON report; progress and a summary go to stderr.
 
 use std::path::PathBuf;

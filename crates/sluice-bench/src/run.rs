@@ -26,7 +26,7 @@ pub enum Target {
     Tcp(String),
 }
 
-/// One run's parameters (the CLI flags of SPEC "sluice-bench").
+/// One run's parameters (the CLI flags of the README).
 #[derive(Debug, Clone)]
 pub struct BenchConfig {
     pub target: Target,

@@ -9,7 +9,7 @@
 //! `endpoint` label). Then:
 //! - allowed: the inner service answers, with the daemon's rate-limit headers added (after
 //!   waiting `delay_ms` when a leaky bucket asks for it);
-//! - denied: `429` with SPEC's body (`application/problem+json`) and headers; the inner
+//! - denied: `429` with the documented body (`application/problem+json`) and headers; the inner
 //!   service is not called;
 //! - the daemon unreachable, timed out or answering an error: the policy's fail mode —
 //!   open lets the request through marked `X-RateLimit-Degraded: 1`, closed answers `503`

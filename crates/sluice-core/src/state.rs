@@ -60,7 +60,7 @@ mod tests {
 
     #[test]
     fn a_state_stays_small() {
-        // A store keeps one per tracked key (issue 6: at most 128 bytes of RSS per key).
+        // A store keeps one per tracked key (the target is at most 128 bytes of RSS per key).
         assert!(std::mem::size_of::<State>() <= 32);
     }
 }

@@ -1,4 +1,4 @@
-//! Every metric of SPEC's table, registered in this one module with its exact name, type,
+//! Every metric of the documented table, registered in this one module with its exact name, type,
 //! labels and buckets, so dashboards and alerts have a single place to agree with.
 //!
 //! Label values are `Arc<str>` shared with the compiled policies: recording a sample clones

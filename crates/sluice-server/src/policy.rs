@@ -39,7 +39,7 @@ impl FailMode {
     }
 }
 
-/// Where a policy's counters live (SPEC "Multi-region").
+/// Where a policy's counters live.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Scope {
     /// This region's backend only.

@@ -1,4 +1,4 @@
-//! The Redis key layout (SPEC "Redis keys"): `{prefix}:{<policy>:<key>}:<suffix>`.
+//! The Redis key layout (documented): `{prefix}:{<policy>:<key>}:<suffix>`.
 //!
 //! Everything between the braces is the cluster hash tag, so every key of one limit lands on
 //! one slot and its Lua script touches one slot only. A user key containing `{`, `}` or `%`

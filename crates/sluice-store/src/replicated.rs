@@ -502,7 +502,7 @@ impl ReplicatedStore {
             // No window before the epoch: a key of the same slot that is never written.
             None => format!("{}:none", window(index)),
         };
-        // Every window hash lives one window past its end (2 · window at most, as SPEC
+        // Every window hash lives one window past its end (2 · window at most, as documented
         // allows): a sliding window counter still reads it, and a delivery late by up to a
         // window still lands.
         let span = 2;

@@ -79,7 +79,7 @@ fn promtool_rule_tests_pass_and_cover_every_alert() {
     ] {
         assert!(
             alert_names.contains(&name),
-            "SPEC's alert {name} is missing"
+            "the documented alert {name} is missing"
         );
     }
     for name in alert_names {

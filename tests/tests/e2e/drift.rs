@@ -1,5 +1,5 @@
 //! The drift guard: every metric a dashboard panel or an alert rule queries is exported by a
-//! running daemon, and every metric of SPEC's table is exported with its type. A rename on
+//! running daemon, and every metric of the documented table is exported with its type. A rename on
 //! either side fails here instead of leaving an empty panel or an alert that never fires.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -10,9 +10,9 @@ use sluice_tests::{Daemon, req};
 
 use crate::assets::{self, Expr};
 
-/// SPEC's metric table: (name, type). Counters are exported as `<name>` samples too, since
-/// every SPEC counter name already ends in `_total`.
-const SPEC_METRICS: [(&str, &str); 14] = [
+/// The documented metric table: (name, type). Counters are exported as `<name>` samples too, since
+/// every documented counter name already ends in `_total`.
+const DOCUMENTED_METRICS: [(&str, &str); 14] = [
     ("rate_limit_requests_total", "counter"),
     ("rate_limit_redis_duration_seconds", "histogram"),
     ("rate_limit_check_duration_seconds", "histogram"),
@@ -24,7 +24,7 @@ const SPEC_METRICS: [(&str, &str); 14] = [
     ("rate_limit_config_reloads_total", "counter"),
     ("rate_limit_utilization", "histogram"),
     ("rate_limit_denied_keys_ratio", "gauge"),
-    // SPEC "Multi-region".
+    // the README's multi-region section.
     ("rate_limit_replication_lag_seconds", "histogram"),
     ("rate_limit_replication_pending", "gauge"),
     ("rate_limit_replication_errors_total", "counter"),
@@ -147,7 +147,7 @@ async fn every_spec_metric_is_exported_with_its_type_before_it_has_samples() {
         .await
         .unwrap();
     let (families, _) = exported(std::str::from_utf8(&before.body).unwrap());
-    for (name, kind) in SPEC_METRICS {
+    for (name, kind) in DOCUMENTED_METRICS {
         // OpenMetrics names a counter family without its `_total` suffix.
         let family = match kind {
             "counter" => name.strip_suffix("_total").unwrap(),

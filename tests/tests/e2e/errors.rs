@@ -1,4 +1,4 @@
-//! Every row of SPEC's bad-input table: JSON errors, the right code, never a 5xx.
+//! Every row of the documented bad-input table: JSON errors, the right code, never a 5xx.
 
 use http::Method;
 use sluice_api::{ErrorBody, MAX_BODY_BYTES, codes};

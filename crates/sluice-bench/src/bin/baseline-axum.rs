@@ -1,4 +1,4 @@
-//! `baseline-axum`: the comparison point of issue 6. A minimal axum server that parses the
+//! `baseline-axum`: the comparison point of the HTTP performance targets. A minimal axum server that parses the
 //! same check JSON as sluiced (`POST /v1/check`, borrowed strings, the same fields) and
 //! answers a fixed 200 JSON, over TCP and/or a Unix socket, on tokio's default multi-thread
 //! runtime like sluiced. What sluiced spends beyond this is the rate limiter's own cost.
@@ -32,7 +32,7 @@ struct Args {
     http: Option<String>,
 }
 
-/// The check body of SPEC "Check API".
+/// The check body of the README's "Check API".
 #[derive(Debug, Deserialize)]
 struct Check<'a> {
     #[serde(borrow)]

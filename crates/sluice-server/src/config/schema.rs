@@ -157,7 +157,7 @@ pub struct PolicyConfig {
     pub tiers: BTreeMap<String, TierConfig>,
     /// Values of the `endpoint` metrics label recorded as themselves; others are `other`.
     pub endpoints: Vec<String>,
-    /// `local` (default) | `global` | `replicated` (SPEC "Multi-region").
+    /// `local` (default) | `global` | `replicated`.
     pub scope: String,
     /// `replicated`: consumption reaches every peer at least this often. Default 100ms.
     #[serde(skip_serializing_if = "Option::is_none")]

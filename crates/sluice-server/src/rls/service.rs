@@ -6,15 +6,15 @@
 //!   is 1, as in Envoy. A descriptor's `limit` override is ignored: the policy decides.
 //! - The matched descriptors are decided **all-or-nothing** with the limiter's batch check:
 //!   when any is over its limit, none of them consumes, so a request Envoy rejects costs the
-//!   caller nothing (SPEC's batch semantics). A cost above a policy's capacity can never pass:
+//!   caller nothing (the documented batch semantics). A cost above a policy's capacity can never pass:
 //!   that descriptor is `OVER_LIMIT` without asking the store, and nothing is consumed.
 //! - `overall_code` is `OVER_LIMIT` when any descriptor is; each `DescriptorStatus` carries
 //!   `current_limit` (`requests_per_unit` = the limit, `unit` when the window is exactly one
 //!   second, minute, hour or day, else `UNKNOWN`; `name` is the `RateLimit-Policy` value, which
 //!   always states the window), `limit_remaining` and `duration_until_reset` (until the key is
 //!   back to full).
-//! - `response_headers_to_add` holds SPEC's headers of the most restrictive decision, exactly
-//!   as `POST /v1/check` sends them; a denial also gets SPEC's 429 body as `raw_body` (and
+//! - `response_headers_to_add` holds the documented headers of the most restrictive decision, exactly
+//!   as `POST /v1/check` sends them; a denial also gets the documented 429 body as `raw_body` (and
 //!   `Content-Type: application/problem+json`), so Envoy's 429 is the check API's.
 //! - A backend failure follows the policy: `fail = "open"` answers `OK` with
 //!   `X-RateLimit-Degraded: 1`; `fail = "closed"` answers the gRPC status `UNAVAILABLE`, which
@@ -41,7 +41,8 @@ use super::pb::rate_limit_response::{Code, DescriptorStatus, RateLimit};
 use super::pb::rate_limit_service_server::{RateLimitService, RateLimitServiceServer};
 use super::pb::{RateLimitRequest, RateLimitResponse};
 use crate::App;
-use crate::http::{PROBLEM_JSON, body_of, set_headers};
+use crate::http::answer::{body_of, set_headers};
+use crate::http::error::PROBLEM_JSON;
 use crate::limiter::{CheckInput, LimitError, Verdict};
 use crate::policy::Policy;
 

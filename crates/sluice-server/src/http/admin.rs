@@ -16,9 +16,9 @@ use sluice_api::{OverrideRequest, OverrideView, OverridesResponse, codes};
 use sluice_store::{LimitOverride, StoreError};
 use subtle::ConstantTimeEq;
 
+use super::error::{ApiError, json_response, parse_json};
 use crate::App;
 use crate::config::is_valid_name;
-use crate::http::{ApiError, json_response, parse_json};
 use crate::overrides::{self, OverrideError};
 
 /// The admin routes, guarded by `token`.

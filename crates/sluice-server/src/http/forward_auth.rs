@@ -15,8 +15,9 @@ use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Response};
 use http::{HeaderMap, StatusCode};
 
+use super::answer::{body_of, set_headers};
+use super::error::{ApiError, PROBLEM_JSON, json_response, json_with};
 use crate::App;
-use crate::http::{ApiError, PROBLEM_JSON, body_of, json_response, json_with, set_headers};
 use crate::limiter::CheckInput;
 
 /// Headers the key is read from, in order of preference.

@@ -1,0 +1,161 @@
+//! `POST /v1/check`: a single check or an all-or-nothing batch, parsed from the body without
+//! copying its strings, decided by the limiter, answered by [`answer`](super::answer).
+
+use std::borrow::Cow;
+use std::fmt;
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{FromRequestParts, State};
+use axum::response::{IntoResponse, Response};
+use http::StatusCode;
+use serde::Deserialize;
+use serde::de::{self, Deserializer, Visitor};
+
+use super::answer::{batch_response, body_of, check_answer, set_headers};
+use super::error::{ApiError, JSON, PROBLEM_JSON, body_rejection, parse_json};
+use crate::App;
+use crate::limiter::CheckInput;
+use crate::telemetry::TraceParent;
+
+/// A string borrowed from the body when it has no escapes, so parsing allocates nothing.
+#[derive(Debug)]
+struct Text<'a>(Cow<'a, str>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for Text<'a> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct TextVisitor;
+        impl<'de> Visitor<'de> for TextVisitor {
+            type Value = Text<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
+                Ok(Text(Cow::Borrowed(v)))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(Text(Cow::Owned(v.to_owned())))
+            }
+            fn visit_string<E: de::Error>(self, v: String) -> Result<Self::Value, E> {
+                Ok(Text(Cow::Owned(v)))
+            }
+        }
+        deserializer.deserialize_str(TextVisitor)
+    }
+}
+
+/// One check of a batch. Mirrors `sluice_api::CheckRequest`, borrowed from the body.
+#[derive(Debug, Deserialize)]
+#[serde(expecting = "a check object such as {\"policy\": \"public\", \"key\": \"user:1\"}")]
+struct IncomingCheck<'a> {
+    #[serde(borrow)]
+    policy: Text<'a>,
+    #[serde(borrow)]
+    key: Text<'a>,
+    #[serde(default)]
+    cost: Option<u64>,
+    #[serde(borrow, default)]
+    tier: Option<Text<'a>>,
+    #[serde(borrow, default)]
+    endpoint: Option<Text<'a>>,
+}
+
+impl IncomingCheck<'_> {
+    fn input(&self) -> CheckInput<'_> {
+        CheckInput {
+            policy: &self.policy.0,
+            key: &self.key.0,
+            cost: self.cost,
+            tier: self.tier.as_ref().map(|t| &*t.0),
+            endpoint: self.endpoint.as_ref().map(|e| &*e.0),
+        }
+    }
+}
+
+/// A single check or a batch (`checks`): every field optional, so either shape parses and a
+/// missing field is named by us.
+#[derive(Debug, Deserialize)]
+#[serde(expecting = "a JSON object")]
+struct Incoming<'a> {
+    #[serde(borrow, default)]
+    policy: Option<Text<'a>>,
+    #[serde(borrow, default)]
+    key: Option<Text<'a>>,
+    #[serde(default)]
+    cost: Option<u64>,
+    #[serde(borrow, default)]
+    tier: Option<Text<'a>>,
+    #[serde(borrow, default)]
+    endpoint: Option<Text<'a>>,
+    #[serde(borrow, default)]
+    checks: Option<Vec<IncomingCheck<'a>>>,
+}
+
+fn parse(body: &[u8]) -> Result<Incoming<'_>, ApiError> {
+    parse_json(body)
+}
+
+fn required<'a>(value: &'a Option<Text<'_>>, field: &str) -> Result<&'a str, ApiError> {
+    value.as_ref().map(|t| &*t.0).ok_or_else(|| {
+        ApiError::bad_request(format!("missing field `{field}`"), Some(field.to_owned()))
+    })
+}
+
+/// The caller's trace, read from the `traceparent` header without copying the headers.
+#[derive(Debug)]
+pub(crate) struct Traced(TraceParent);
+
+impl<S: Send + Sync> FromRequestParts<S> for Traced {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(
+        parts: &mut http::request::Parts,
+        _: &S,
+    ) -> Result<Self, Self::Rejection> {
+        Ok(Traced(TraceParent::from_headers(&parts.headers)))
+    }
+}
+
+pub(crate) async fn check(
+    State(app): State<App>,
+    Traced(parent): Traced,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let body = match body {
+        Ok(body) => body,
+        Err(rejection) => return body_rejection(&rejection).into_response(),
+    };
+    match decide(&app, &body, &parent).await {
+        Ok(response) => response,
+        Err(err) => err.into_response(),
+    }
+}
+
+async fn decide(app: &App, body: &[u8], parent: &TraceParent) -> Result<Response, ApiError> {
+    let incoming = parse(body)?;
+    let now_ms = app.clock.now_ms();
+    if let Some(checks) = &incoming.checks {
+        let inputs: Vec<CheckInput<'_>> = checks.iter().map(IncomingCheck::input).collect();
+        let verdicts = app
+            .limiter
+            .check_batch_traced(&inputs, now_ms, parent)
+            .await?;
+        return Ok(batch_response(&verdicts));
+    }
+    let input = CheckInput {
+        policy: required(&incoming.policy, "policy")?,
+        key: required(&incoming.key, "key")?,
+        cost: incoming.cost,
+        tier: incoming.tier.as_ref().map(|t| &*t.0),
+        endpoint: incoming.endpoint.as_ref().map(|e| &*e.0),
+    };
+    let verdict = app.limiter.check_traced(&input, now_ms, parent).await?;
+    let body = body_of(&verdict);
+    let mut response = if verdict.allowed {
+        check_answer(StatusCode::OK, JSON, &body)
+    } else {
+        check_answer(StatusCode::TOO_MANY_REQUESTS, PROBLEM_JSON, &body)
+    };
+    set_headers(response.headers_mut(), &verdict);
+    Ok(response)
+}
