@@ -83,6 +83,9 @@ enum Command {
         /// Print the daemon's JSON body as it came.
         #[arg(long)]
         json: bool,
+        /// The daemon's `admin.token`: a daemon with one set shows raw keys only to its holder.
+        #[arg(long, env = "SLUICE_ADMIN_TOKEN", hide_env_values = true)]
+        token: Option<String>,
     },
 }
 
@@ -149,7 +152,16 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 n,
                 period,
                 json,
-            } => top(&client, &policy, &by, n, &period, json).await,
+                token,
+            } => {
+                let query = TopQuery {
+                    policy: &policy,
+                    by: &by,
+                    n,
+                    period: &period,
+                };
+                top(&client, &query, token.as_deref(), json).await
+            }
             Command::Admin { token, action } => admin(&client, &token, action).await,
         }
     })
@@ -184,22 +196,35 @@ async fn check(client: &Client, request: &CheckRequest, json: bool) -> anyhow::R
     }
 }
 
+/// What `sluice top` asks for.
+struct TopQuery<'a> {
+    policy: &'a str,
+    by: &'a str,
+    n: u64,
+    period: &'a str,
+}
+
 async fn top(
     client: &Client,
-    policy: &str,
-    by: &str,
-    n: u64,
-    period: &str,
+    query: &TopQuery<'_>,
+    token: Option<&str>,
     json: bool,
 ) -> anyhow::Result<ExitCode> {
     let path = format!(
-        "/v1/top?policy={}&by={}&n={n}&period={}",
-        query_escape(policy),
-        query_escape(by),
-        query_escape(period)
+        "/v1/top?policy={}&by={}&n={}&period={}",
+        query_escape(query.policy),
+        query_escape(query.by),
+        query.n,
+        query_escape(query.period)
     );
+    let auth = token.map(|token| format!("Bearer {token}"));
+    let headers: Vec<(&str, &str)> = auth
+        .as_deref()
+        .map(|auth| ("authorization", auth))
+        .into_iter()
+        .collect();
     let raw = client
-        .send(http::Method::GET, &path, &[], Vec::new())
+        .send(http::Method::GET, &path, &headers, Vec::new())
         .await?;
     if json {
         println!("{}", String::from_utf8_lossy(&raw.body));

@@ -112,7 +112,7 @@ async fn top_prints_the_limited_keys_as_a_table() {
     for _ in 0..4 {
         sluice(&d.socket, &["check", "cli", "user:noisy"]).await;
     }
-    let out = sluice(&d.socket, &["top", "cli"]).await;
+    let out = sluice(&d.socket, &["top", "cli", "--token", "t0k3n"]).await;
     assert_eq!(out.status.code(), Some(0), "{out:?}");
     let text = stdout(&out);
     let row = text.lines().find(|l| l.starts_with("user:noisy")).unwrap();
@@ -120,7 +120,11 @@ async fn top_prints_the_limited_keys_as_a_table() {
     assert_eq!(cells[1..3], ["2", "4"], "2 rejected of 4 checked: {text}");
     assert!(text.contains("approximate"), "{text}");
 
-    let out = sluice(&d.socket, &["top", "cli", "--by", "often"]).await;
+    let out = sluice(
+        &d.socket,
+        &["top", "cli", "--by", "often", "--token", "t0k3n"],
+    )
+    .await;
     assert_eq!(out.status.code(), Some(2), "{out:?}");
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("bad_request"),

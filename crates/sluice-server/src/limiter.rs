@@ -14,10 +14,7 @@ use sluice_core::{CheckError, Decision};
 use sluice_store::{Check, Store, StoreError};
 use tracing::Span;
 
-use crate::metrics::{
-    BackendErrorLabels, BackendOpLabels, Metrics, PolicyLabels, PolicyReasonLabels,
-    PolicyTierLabels, RequestLabels,
-};
+use crate::metrics::{Metrics, PolicyTierLabels, RequestLabels};
 use crate::policy::{FailMode, Limit, NO_TIER, OTHER, Policy, PolicySet, Scope};
 use crate::stores::RegionStores;
 use crate::telemetry::{self, TraceParent};
@@ -184,12 +181,7 @@ impl Limiter {
         }
         for name in self.policies.load().names() {
             if let Some(ratio) = self.top.denied_keys_ratio(name, now_ms) {
-                self.metrics
-                    .denied_keys_ratio
-                    .get_or_create(&PolicyLabels {
-                        policy: name.clone(),
-                    })
-                    .set(ratio);
+                self.metrics.denied_keys(name, ratio);
             }
         }
     }
@@ -238,8 +230,11 @@ impl Limiter {
             .await;
         let verdict = match result {
             Ok(decision) => self.verdict(resolved, decision, now_ms, started),
-            Err(err) => match self.failed(resolved, &err, now_ms, started) {
-                Ok(verdict) => verdict,
+            Err(err) => match self.failed(vec![resolved], &err, now_ms, started) {
+                Ok(mut verdicts) => match verdicts.pop() {
+                    Some(verdict) => verdict,
+                    None => return Err(LimitError::BackendUnavailable),
+                },
                 Err(refused) => {
                     span.record("ratelimit.allowed", false);
                     span.record("otel.status_code", "ERROR");
@@ -350,7 +345,7 @@ impl Limiter {
         let checks: Vec<Check<'_>> = resolved.iter().map(|r| r.check).collect();
         let mut decisions = match self.call_store_all(&checks, scope, now_ms, span).await {
             Ok(decisions) => decisions,
-            Err(err) => return self.batch_failed(resolved, &err, now_ms, started),
+            Err(err) => return self.failed(resolved, &err, now_ms, started),
         };
         // A denial only a shadow policy made must not cancel the others: decide again
         // without those checks, so the enforced ones consume as they would alone.
@@ -370,7 +365,7 @@ impl Limiter {
                             decisions[*slot] = decision;
                         }
                     }
-                    Err(err) => return self.batch_failed(resolved, &err, now_ms, started),
+                    Err(err) => return self.failed(resolved, &err, now_ms, started),
                 }
             }
         }
@@ -482,9 +477,7 @@ impl Limiter {
     ) {
         if let (Some(backend), Some(started)) = (redis, started) {
             self.metrics
-                .redis_duration
-                .get_or_create(&BackendOpLabels { backend, op })
-                .observe(started.elapsed().as_secs_f64());
+                .backend_call(backend, op, started.elapsed().as_secs_f64());
         }
         if let Some(err) = err
             && err.is_backend_failure()
@@ -507,12 +500,7 @@ impl Limiter {
             .record(&r.policy.name, r.check.key, !decision.allowed, now_ms);
         let allowed = decision.allowed || shadow;
         if shadow && !decision.allowed {
-            self.metrics
-                .shadow_rejections
-                .get_or_create(&PolicyLabels {
-                    policy: r.policy.name.clone(),
-                })
-                .inc();
+            self.metrics.shadow_rejected(&r.policy.name);
         }
         let mut decision = decision;
         if shadow {
@@ -563,52 +551,9 @@ impl Limiter {
         );
     }
 
-    fn backend_error(&self, err: &StoreError) {
-        self.metrics
-            .backend_errors
-            .get_or_create(&BackendErrorLabels {
-                backend: self.store.kind(),
-                kind: err.kind(),
-            })
-            .inc();
-    }
-
-    /// The answer of the policy's fail mode to a store error.
+    /// The answer of the policies' fail modes to a store error for `resolved` (one check, or
+    /// a batch): allowed degraded only if every policy fails open.
     fn failed(
-        &self,
-        r: Resolved<'_>,
-        err: &StoreError,
-        now_ms: u64,
-        started: Instant,
-    ) -> Result<Verdict, LimitError> {
-        if let StoreError::Check(CheckError::CostExceedsCapacity { cost, capacity }) = err {
-            return Err(LimitError::CostExceedsCapacity {
-                policy: r.policy.name.to_string(),
-                cost: *cost,
-                capacity: *capacity,
-                field: "cost".to_owned(),
-            });
-        }
-        self.backend_error(err);
-        let labels = PolicyReasonLabels {
-            policy: r.policy.name.clone(),
-            reason: err.kind(),
-        };
-        match r.policy.fail {
-            FailMode::Closed => {
-                self.metrics.fail_closed.get_or_create(&labels).inc();
-                Err(LimitError::BackendUnavailable)
-            }
-            FailMode::Open => {
-                self.metrics.fail_open.get_or_create(&labels).inc();
-                self.record(&r, true, started);
-                Ok(degraded(r, now_ms))
-            }
-        }
-    }
-
-    /// A batch whose store call failed: allowed degraded only if every policy fails open.
-    fn batch_failed(
         &self,
         resolved: Vec<Resolved<'_>>,
         err: &StoreError,
@@ -616,24 +561,24 @@ impl Limiter {
         started: Instant,
     ) -> Result<Vec<Verdict>, LimitError> {
         if let StoreError::Check(CheckError::CostExceedsCapacity { cost, capacity }) = err {
+            let (policy, field) = match resolved.as_slice() {
+                [one] => (one.policy.name.to_string(), "cost"),
+                _ => (String::new(), "checks"),
+            };
             return Err(LimitError::CostExceedsCapacity {
-                policy: String::new(),
+                policy,
                 cost: *cost,
                 capacity: *capacity,
-                field: "checks".to_owned(),
+                field: field.to_owned(),
             });
         }
-        self.backend_error(err);
+        self.metrics.backend_failed(self.store.kind(), err.kind());
         let closed = resolved.iter().any(|r| r.policy.fail == FailMode::Closed);
         for r in &resolved {
-            let labels = PolicyReasonLabels {
-                policy: r.policy.name.clone(),
-                reason: err.kind(),
-            };
             if closed {
-                self.metrics.fail_closed.get_or_create(&labels).inc();
+                self.metrics.failed_closed(&r.policy.name, err.kind());
             } else {
-                self.metrics.fail_open.get_or_create(&labels).inc();
+                self.metrics.failed_open(&r.policy.name, err.kind());
             }
         }
         if closed {

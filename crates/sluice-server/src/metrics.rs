@@ -134,20 +134,20 @@ fn lag_histogram() -> StripedHistogram {
 #[derive(Debug)]
 pub struct Metrics {
     registry: Registry,
-    pub requests: Family<RequestLabels, Counter>,
-    pub redis_duration: HistogramFamily<BackendOpLabels>,
-    pub check_duration: HistogramFamily<PolicyLabels>,
-    pub fail_open: Family<PolicyReasonLabels, Counter>,
-    pub fail_closed: Family<PolicyReasonLabels, Counter>,
-    pub backend_errors: Family<BackendErrorLabels, Counter>,
-    pub shadow_rejections: Family<PolicyLabels, Counter>,
-    pub keys: Family<BackendLabels, Gauge>,
-    pub config_reloads: Family<ResultLabels, Counter>,
-    pub utilization: HistogramFamily<PolicyTierLabels>,
-    pub denied_keys_ratio: Family<PolicyLabels, Gauge<f64, AtomicU64>>,
-    pub replication_lag: HistogramFamily<PeerLabels>,
-    pub replication_pending: Family<PeerLabels, Gauge>,
-    pub replication_errors: Family<PeerLabels, Counter>,
+    requests: Family<RequestLabels, Counter>,
+    redis_duration: HistogramFamily<BackendOpLabels>,
+    check_duration: HistogramFamily<PolicyLabels>,
+    fail_open: Family<PolicyReasonLabels, Counter>,
+    fail_closed: Family<PolicyReasonLabels, Counter>,
+    backend_errors: Family<BackendErrorLabels, Counter>,
+    shadow_rejections: Family<PolicyLabels, Counter>,
+    keys: Family<BackendLabels, Gauge>,
+    config_reloads: Family<ResultLabels, Counter>,
+    utilization: HistogramFamily<PolicyTierLabels>,
+    denied_keys_ratio: Family<PolicyLabels, Gauge<f64, AtomicU64>>,
+    replication_lag: HistogramFamily<PeerLabels>,
+    replication_pending: Family<PeerLabels, Gauge>,
+    replication_errors: Family<PeerLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -345,6 +345,59 @@ impl Metrics {
                 );
             }
         }
+    }
+
+    /// A call to a Redis backend (`backend` = redis or cluster) for `op` ended after
+    /// `seconds`, failed and timed-out calls included.
+    pub fn backend_call(&self, backend: &'static str, op: &'static str, seconds: f64) {
+        self.redis_duration
+            .get_or_create(&BackendOpLabels { backend, op })
+            .observe(seconds);
+    }
+
+    /// A backend call failed with an error of `kind` (a bounded label).
+    pub fn backend_failed(&self, backend: &'static str, kind: &'static str) {
+        self.backend_errors
+            .get_or_create(&BackendErrorLabels { backend, kind })
+            .inc();
+    }
+
+    /// A check of `policy` was allowed, degraded, because the backend failed with `reason`.
+    pub fn failed_open(&self, policy: &Arc<str>, reason: &'static str) {
+        self.fail_open
+            .get_or_create(&PolicyReasonLabels {
+                policy: policy.clone(),
+                reason,
+            })
+            .inc();
+    }
+
+    /// A check of `policy` was refused (503) because the backend failed with `reason`.
+    pub fn failed_closed(&self, policy: &Arc<str>, reason: &'static str) {
+        self.fail_closed
+            .get_or_create(&PolicyReasonLabels {
+                policy: policy.clone(),
+                reason,
+            })
+            .inc();
+    }
+
+    /// A shadow policy would have denied a check of `policy`.
+    pub fn shadow_rejected(&self, policy: &Arc<str>) {
+        self.shadow_rejections
+            .get_or_create(&PolicyLabels {
+                policy: policy.clone(),
+            })
+            .inc();
+    }
+
+    /// The share of `policy`'s recent keys that were denied at least once.
+    pub fn denied_keys(&self, policy: &Arc<str>, ratio: f64) {
+        self.denied_keys_ratio
+            .get_or_create(&PolicyLabels {
+                policy: policy.clone(),
+            })
+            .set(ratio);
     }
 
     /// Counts one config reload.

@@ -10,13 +10,14 @@
 //! through both.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
 use sluice_store::{LimitOverride, StoreError};
 
-use crate::App;
 use crate::config::{FieldError, PolicyConfig, TierConfig};
+use crate::limiter::Limiter;
 use crate::policy::PolicySet;
 
 /// How often a daemon asks the backend whether the overrides changed.
@@ -177,23 +178,28 @@ impl RuntimeLimits {
     }
 }
 
-/// Brings `app` up to the backend's overrides when their version moved.
-pub async fn sync(app: &App) -> Result<(), StoreError> {
-    let store = app.limiter.store();
+/// Brings `limits` and the policies of `limiter` up to the backend's overrides when their
+/// version moved.
+pub async fn sync(limits: &RuntimeLimits, limiter: &Limiter) -> Result<(), StoreError> {
+    let store = limiter.store();
     let version = store.overrides_version().await?;
-    if app.limits.state.lock().version == Some(version) {
+    if limits.state.lock().version == Some(version) {
         return Ok(());
     }
     let (version, overrides) = store.overrides().await?;
-    if let Some(policies) = app.limits.adopt(version, overrides) {
-        app.limiter.replace_policies(policies);
+    if let Some(policies) = limits.adopt(version, overrides) {
+        limiter.replace_policies(policies);
         tracing::info!(version, "limit overrides applied");
     }
     Ok(())
 }
 
 /// Polls the backend every [`SYNC_EVERY`] until `stop` resolves.
-pub async fn sync_loop(app: App, stop: impl std::future::Future<Output = ()>) {
+pub async fn sync_loop(
+    limits: Arc<RuntimeLimits>,
+    limiter: Arc<Limiter>,
+    stop: impl std::future::Future<Output = ()>,
+) {
     let mut ticks = tokio::time::interval(SYNC_EVERY);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     tokio::pin!(stop);
@@ -201,7 +207,7 @@ pub async fn sync_loop(app: App, stop: impl std::future::Future<Output = ()>) {
         tokio::select! {
             _ = &mut stop => return,
             _ = ticks.tick() => {
-                if let Err(err) = sync(&app).await {
+                if let Err(err) = sync(&limits, &limiter).await {
                     tracing::debug!(error = %err, "could not read limit overrides");
                 }
             }

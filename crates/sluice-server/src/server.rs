@@ -113,7 +113,11 @@ pub async fn serve(
         let server = crate::rls::serve_unix(app.clone(), unix.listener, stopped(stop_rx.clone()));
         tasks.spawn(async move { server.await.map_err(io::Error::other) });
     }
-    let sync = tokio::spawn(overrides::sync_loop(app.clone(), stopped(stop_rx.clone())));
+    let sync = tokio::spawn(overrides::sync_loop(
+        app.limits.clone(),
+        app.limiter.clone(),
+        stopped(stop_rx.clone()),
+    ));
     let housekeeping = tokio::spawn(housekeep(app, stopped(stop_rx.clone())));
     tokio::spawn(async move {
         shutdown.await;

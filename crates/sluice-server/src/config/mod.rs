@@ -9,6 +9,7 @@
 //! Start, SIGHUP reload and `--check-config` all go through [`load()`], so what
 //! `--check-config` accepts the daemon accepts, by construction.
 
+mod backend;
 mod compile;
 pub mod error;
 pub mod load;
@@ -16,10 +17,8 @@ pub mod parse;
 pub mod region;
 pub mod schema;
 
-pub use compile::{
-    BackendKind, BackendSettings, ListenAddr, ListenSettings, LogFormat, Settings,
-    TelemetrySettings, compile,
-};
+pub use backend::{BackendKind, BackendSettings};
+pub use compile::{ListenAddr, ListenSettings, LogFormat, Settings, TelemetrySettings, compile};
 pub use error::{ConfigError, FieldError};
 pub use load::{ConfigSource, env_provider, load, load_with_env};
 pub use parse::{is_valid_name, parse_duration_ms};

@@ -12,7 +12,7 @@ use std::collections::HashSet;
 use sluice_store::replicated;
 use sluice_store::{ClusterStoreConfig, RedisStoreConfig};
 
-use super::compile::{BackendSettings, check_store};
+use super::backend::{BackendSettings, check_store};
 use super::error::FieldError;
 use super::parse::{is_valid_name, parse_positive_duration};
 use super::schema::{BackendConfig, RegionConfig, RemoteConfig};

@@ -36,12 +36,19 @@ pub fn router(app: App, token: std::sync::Arc<str>) -> Router {
         .with_state(app)
 }
 
-async fn authorize(token: &str, request: Request, next: Next) -> Response {
+/// Runs `next` only for a request carrying `Authorization: Bearer <token>` (the scheme is
+/// case-insensitive); else 401.
+pub(crate) async fn authorize(token: &str, request: Request, next: Next) -> Response {
     let presented = request
         .headers()
         .get(http::header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
+        .and_then(|v| {
+            let (scheme, credentials) = v.split_once(' ')?;
+            scheme
+                .eq_ignore_ascii_case("bearer")
+                .then(|| credentials.trim_start())
+        })
         .unwrap_or("");
     if bool::from(presented.as_bytes().ct_eq(token.as_bytes())) {
         next.run(request).await
@@ -143,7 +150,7 @@ async fn set(
         "limit override set"
     );
     // In force here at once; the other daemons follow on their next poll.
-    if let Err(err) = overrides::sync(&app).await {
+    if let Err(err) = overrides::sync(&app.limits, &app.limiter).await {
         tracing::warn!(error = %err, "override stored but not yet re-read");
     }
     Ok(json_response(StatusCode::OK, &view(change)))
@@ -161,7 +168,7 @@ async fn remove(
         .delete_override(&policy, &tier)
         .await
         .map_err(|e| unavailable(&e))?;
-    if let Err(err) = overrides::sync(&app).await {
+    if let Err(err) = overrides::sync(&app.limits, &app.limiter).await {
         tracing::warn!(error = %err, "override deleted but not yet re-read");
     }
     if !deleted {

@@ -135,6 +135,22 @@ async fn decide(app: &App, body: &[u8], parent: &TraceParent) -> Result<Response
     let incoming = parse(body)?;
     let now_ms = app.clock.now_ms();
     if let Some(checks) = &incoming.checks {
+        // A body holding both shapes is ambiguous: refuse it rather than guess which was meant.
+        if let Some(field) = [
+            ("policy", incoming.policy.is_some()),
+            ("key", incoming.key.is_some()),
+            ("cost", incoming.cost.is_some()),
+            ("tier", incoming.tier.is_some()),
+            ("endpoint", incoming.endpoint.is_some()),
+        ]
+        .into_iter()
+        .find_map(|(name, set)| set.then_some(name))
+        {
+            return Err(ApiError::bad_request(
+                format!("{field}: a batch takes its checks from `checks` only, not beside it"),
+                Some(field.to_owned()),
+            ));
+        }
         let inputs: Vec<CheckInput<'_>> = checks.iter().map(IncomingCheck::input).collect();
         let verdicts = app
             .limiter

@@ -10,7 +10,7 @@
 
 use std::collections::HashMap;
 
-use axum::extract::rejection::QueryRejection;
+use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Response};
 use http::{HeaderMap, StatusCode};
@@ -32,10 +32,20 @@ const URI_HEADERS: [&str; 2] = ["x-original-uri", "x-forwarded-uri"];
 /// `GET /v1/forward-auth/{policy}?deny=403&cost=1&tier=pro`.
 pub(crate) async fn forward_auth(
     State(app): State<App>,
-    Path(policy): Path<String>,
+    policy: Result<Path<String>, PathRejection>,
     query: Result<Query<HashMap<String, String>>, QueryRejection>,
     headers: HeaderMap,
 ) -> Response {
+    let policy = match policy {
+        Ok(Path(policy)) => policy,
+        Err(rejection) => {
+            return ApiError::bad_request(
+                format!("policy: {}", rejection.body_text()),
+                Some("policy".to_owned()),
+            )
+            .into_response();
+        }
+    };
     match decide(&app, &policy, query, &headers).await {
         Ok(response) => response,
         Err(err) => err.into_response(),

@@ -40,7 +40,7 @@ pub fn router(app: App) -> Router {
     let router = Router::new()
         .route("/v1/check", post(check::check))
         .route("/v1/policies", get(policies))
-        .route("/v1/top", get(top::top_keys))
+        .route("/v1/top", top_route(&app))
         .route("/v1/forward-auth/{policy}", get(forward_auth::forward_auth))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
@@ -53,6 +53,21 @@ pub fn router(app: App) -> Router {
         None => router,
     }
     .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+}
+
+/// `GET /v1/top` shows raw keys (API keys, e-mail addresses): with an admin token set, it is
+/// guarded by it as the admin API is.
+fn top_route(app: &App) -> axum::routing::MethodRouter<App> {
+    let route = get(top::top_keys);
+    match app.admin_token.clone() {
+        None => route,
+        Some(token) => route.route_layer(axum::middleware::from_fn(
+            move |request: axum::extract::Request, next: axum::middleware::Next| {
+                let token = token.clone();
+                async move { admin::authorize(&token, request, next).await }
+            },
+        )),
+    }
 }
 
 /// A router serving only `/metrics`, for `listen.metrics`.
@@ -174,6 +189,81 @@ mod tests {
         assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
         assert_eq!(body["error"], codes::BACKEND_UNAVAILABLE);
         let (status, _, _) = call("", "/healthz").await;
+        assert_eq!(status, StatusCode::OK);
+    }
+
+    /// The status and JSON body of `request` on a memory-backed daemon serving `toml`.
+    async fn answer(toml: &str, request: http::Request<Body>) -> (StatusCode, serde_json::Value) {
+        let settings = testing::settings(toml);
+        let clock = Arc::new(ManualClock::new(5_000));
+        let stores = Stores::build(&settings.backend, &settings.region, clock.clone()).unwrap();
+        let response = router(App::new(settings, stores, clock))
+            .oneshot(request)
+            .await
+            .unwrap();
+        let status = response.status();
+        assert_eq!(
+            response.headers()[CONTENT_TYPE],
+            "application/json",
+            "{status}"
+        );
+        let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        (status, serde_json::from_slice(&bytes).unwrap())
+    }
+
+    const GUARDED: &str = "[admin]\ntoken = \"s3cret\"\n\
+        [policies.p]\nalgorithm = \"gcra\"\nlimit = 10\nwindow = \"1s\"\n";
+
+    fn get(path: &str, authorization: Option<&str>) -> http::Request<Body> {
+        let mut request = http::Request::builder().uri(path);
+        if let Some(value) = authorization {
+            request = request.header("authorization", value);
+        }
+        request.body(Body::empty()).unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_body_with_a_check_beside_its_batch_is_refused() {
+        let request = http::Request::builder()
+            .method("POST")
+            .uri("/v1/check")
+            .body(Body::from(
+                r#"{"policy":"p","key":"k","checks":[{"policy":"p","key":"k"}]}"#,
+            ))
+            .unwrap();
+        let (status, body) = answer(GUARDED, request).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST);
+        assert_eq!(body["error"], codes::BAD_REQUEST);
+        assert_eq!(body["field"], "policy");
+    }
+
+    #[tokio::test]
+    async fn a_path_that_does_not_decode_answers_the_json_error() {
+        let (status, body) = answer(GUARDED, get("/v1/forward-auth/%FF", None)).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST);
+        assert_eq!(body["field"], "policy");
+    }
+
+    #[tokio::test]
+    async fn top_keys_need_the_admin_token_when_one_is_set_and_the_scheme_is_any_case() {
+        let path = "/v1/top?policy=p";
+        let (status, body) = answer(GUARDED, get(path, None)).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED);
+        assert_eq!(body["error"], codes::UNAUTHORIZED);
+        let (status, _) = answer(GUARDED, get(path, Some("Bearer wrong"))).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED);
+        for scheme in ["Bearer", "bearer", "BEARER"] {
+            let auth = format!("{scheme} s3cret");
+            let (status, body) = answer(GUARDED, get(path, Some(&auth))).await;
+            assert_eq!(status, StatusCode::OK, "{scheme}: {body}");
+            let (status, _) = answer(GUARDED, get("/v1/admin/policies", Some(&auth))).await;
+            assert_eq!(status, StatusCode::OK, "{scheme}");
+        }
+        // Without a token the sketch stays open, as before.
+        let open = "[policies.p]\nalgorithm = \"gcra\"\nlimit = 10\nwindow = \"1s\"\n";
+        let (status, _) = answer(open, get(path, None)).await;
         assert_eq!(status, StatusCode::OK);
     }
 }
