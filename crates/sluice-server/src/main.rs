@@ -164,7 +164,9 @@ async fn run(source: ConfigSource, settings: Settings, telemetry: &Telemetry) ->
     );
 
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let (drop_tx, drop_rx) = tokio::sync::oneshot::channel::<()>();
     let reload_app = app.clone();
+    let shutdown_timeout = listen.shutdown_timeout;
     let signals = tokio::spawn(async move {
         loop {
             tokio::select! {
@@ -173,12 +175,30 @@ async fn run(source: ConfigSource, settings: Settings, telemetry: &Telemetry) ->
                 _ = hangup.recv() => reload(&reload_app, &source),
             }
         }
-        tracing::info!("stopping: finishing in-flight requests");
+        tracing::info!(
+            deadline = ?shutdown_timeout,
+            "stopping: finishing in-flight requests (a second SIGTERM or SIGINT stops at once)"
+        );
         let _ = stop_tx.send(());
+        tokio::select! {
+            () = tokio::time::sleep(shutdown_timeout) => {
+                tracing::warn!("listen.shutdown_timeout passed");
+            }
+            _ = terminate.recv() => tracing::warn!("second signal: stopping now"),
+            _ = interrupt.recv() => tracing::warn!("second signal: stopping now"),
+        }
+        let _ = drop_tx.send(());
     });
-    server::serve(app, listeners, async move {
-        let _ = stop_rx.await;
-    })
+    server::serve_until(
+        app,
+        listeners,
+        async move {
+            let _ = stop_rx.await;
+        },
+        async move {
+            let _ = drop_rx.await;
+        },
+    )
     .await
     .context("serving failed")?;
     signals.abort();

@@ -80,6 +80,18 @@ pub async fn serve(
     listeners: Listeners,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> io::Result<()> {
+    serve_until(app, listeners, shutdown, std::future::pending()).await
+}
+
+/// As [`serve`], but once `drop_all` completes (after `shutdown`: a deadline, or a second
+/// signal) the connections still open are dropped instead of waited for: a client that sent
+/// half a request must not keep the daemon alive. The socket files are removed either way.
+pub async fn serve_until(
+    app: App,
+    listeners: Listeners,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+    drop_all: impl Future<Output = ()>,
+) -> io::Result<()> {
     let (stop_tx, stop_rx) = watch::channel(false);
     let stopped = move |mut rx: watch::Receiver<bool>| async move {
         // An error means the sender is gone, which also means stop.
@@ -125,12 +137,25 @@ pub async fn serve(
     });
 
     let mut result = Ok(());
-    while let Some(joined) = tasks.join_next().await {
-        let outcome = joined.unwrap_or_else(|err| Err(io::Error::other(err)));
-        if let Err(err) = outcome
-            && result.is_ok()
-        {
-            result = Err(err);
+    tokio::pin!(drop_all);
+    loop {
+        tokio::select! {
+            joined = tasks.join_next() => {
+                let Some(joined) = joined else { break };
+                if let Err(err) = joined.unwrap_or_else(|err| Err(io::Error::other(err)))
+                    && result.is_ok()
+                {
+                    result = Err(err);
+                }
+            }
+            () = &mut drop_all => {
+                tracing::warn!(
+                    listeners = tasks.len(),
+                    "dropping the connections still open"
+                );
+                tasks.abort_all();
+                break;
+            }
         }
     }
     housekeeping.abort();

@@ -575,3 +575,57 @@ async fn a_config_without_policies_is_refused_at_start_check_and_reload() {
     let out = c.check(&CheckRequest::new("p", "k")).await.unwrap();
     assert_eq!(out.status, 200, "the running policies stay");
 }
+
+/// Waits for the daemon to exit, up to `within` (a bound on a hang, not a timing claim).
+fn exit_within(d: &mut Running, within: Duration) -> std::process::ExitStatus {
+    let started = std::time::Instant::now();
+    loop {
+        if let Some(status) = d.child.try_wait().unwrap() {
+            return status;
+        }
+        assert!(
+            started.elapsed() < within,
+            "sluiced still running {within:?} after SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A client that sent half a request and waits: today's graceful stop would wait for it.
+fn half_a_request(socket: &Path) -> std::os::unix::net::UnixStream {
+    use std::io::Write;
+    let mut stream = std::os::unix::net::UnixStream::connect(socket).unwrap();
+    stream
+        .write_all(b"POST /v1/check HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"pol")
+        .unwrap();
+    stream
+}
+
+#[test]
+fn sigterm_drops_a_half_sent_request_at_the_shutdown_timeout() {
+    let mut d = Running::start_with("shutdown_timeout = \"1s\"", ONE);
+    let _client = half_a_request(&d.socket);
+    std::thread::sleep(Duration::from_millis(100));
+    d.signal("TERM");
+    let status = exit_within(&mut d, Duration::from_secs(8));
+    assert!(status.success(), "{status}");
+    assert!(!d.socket.exists());
+}
+
+#[test]
+fn a_second_sigterm_stops_at_once() {
+    // The default deadline (10 s) is far; the second signal must not wait for it.
+    let mut d = Running::start(ONE);
+    let _client = half_a_request(&d.socket);
+    std::thread::sleep(Duration::from_millis(100));
+    d.signal("TERM");
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(
+        d.child.try_wait().unwrap().is_none(),
+        "waits for the client"
+    );
+    d.signal("TERM");
+    let status = exit_within(&mut d, Duration::from_secs(5));
+    assert!(status.success(), "{status}");
+    assert!(!d.socket.exists());
+}

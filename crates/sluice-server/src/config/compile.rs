@@ -56,6 +56,8 @@ pub struct ListenSettings {
     pub metrics: Option<SocketAddr>,
     /// The Envoy RLS gRPC listener.
     pub grpc: Option<ListenAddr>,
+    /// After SIGTERM, how long connections may finish before they are dropped.
+    pub shutdown_timeout: Duration,
 }
 
 /// Output format of the logs.
@@ -160,6 +162,11 @@ fn compile_listen(config: &ListenConfig, errors: &mut Vec<FieldError>) -> Option
     let http = tcp("listen.http", &config.http);
     let metrics = tcp("listen.metrics", &config.metrics);
     let grpc = listen_addr("listen.grpc", &config.grpc, errors);
+    let shutdown_timeout =
+        parse_positive_duration(&config.shutdown_timeout).unwrap_or_else(|why| {
+            errors.push(FieldError::new("listen.shutdown_timeout", why));
+            Duration::from_secs(10)
+        });
     let unix = (!config.unix.is_empty()).then(|| PathBuf::from(&config.unix));
     if unix.is_none() && http.is_none() {
         errors.push(FieldError::new(
@@ -173,6 +180,7 @@ fn compile_listen(config: &ListenConfig, errors: &mut Vec<FieldError>) -> Option
         http,
         metrics,
         grpc,
+        shutdown_timeout,
     })
 }
 

@@ -44,6 +44,8 @@ pub struct ListenConfig {
     pub metrics: String,
     /// Envoy RLS gRPC listener: `host:port`, or `unix:PATH` for a Unix socket; "" = off.
     pub grpc: String,
+    /// SIGTERM: how long in-flight work may finish before what is left is dropped.
+    pub shutdown_timeout: String,
 }
 
 impl Default for ListenConfig {
@@ -54,6 +56,7 @@ impl Default for ListenConfig {
             http: "127.0.0.1:8080".to_owned(),
             metrics: String::new(),
             grpc: String::new(),
+            shutdown_timeout: "10s".to_owned(),
         }
     }
 }
