@@ -202,6 +202,7 @@ pub mod codes {
     pub const PAYLOAD_TOO_LARGE: &str = "payload_too_large";
     pub const BACKEND_UNAVAILABLE: &str = "backend_unavailable";
     pub const UNAUTHORIZED: &str = "unauthorized";
+    pub const ADMIN_DISABLED: &str = "admin_disabled";
 }
 
 /// One limit as `GET /v1/policies` shows it.

@@ -99,7 +99,9 @@ async fn run(source: ConfigSource, settings: Settings, telemetry: &Telemetry) ->
     let backend = settings.backend.kind();
     let address = settings.backend.address();
     let sample_ratio = settings.telemetry.sample_ratio;
-    let policies = settings.policies.len();
+    let mut policies: Vec<String> = settings.policies.names().map(|n| n.to_string()).collect();
+    policies.sort_unstable();
+    let policies = policies.join(",");
     let app = App::new(settings, stores, Arc::new(SystemClock));
 
     let mut listeners = Listeners::default();
@@ -156,7 +158,7 @@ async fn run(source: ConfigSource, settings: Settings, telemetry: &Telemetry) ->
         backend = %backend,
         address = %address,
         listeners = %described.join(" "),
-        policies,
+        %policies,
         admin_api = if app.admin_token.is_some() { "on" } else { "off" },
         traces = telemetry.endpoint().unwrap_or("off"),
         sample_ratio,

@@ -50,9 +50,49 @@ pub fn router(app: App) -> Router {
         .with_state(app);
     match admin {
         Some(admin) => router.merge(admin),
-        None => router,
+        None => router
+            .route("/v1/admin/policies", axum::routing::any(admin_disabled))
+            .route("/v1/admin/{*rest}", axum::routing::any(admin_disabled)),
     }
+    .layer(axum::middleware::from_fn(refuse_large_bodies))
     .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+}
+
+/// Without `admin.token` the admin routes say why they are not there.
+async fn admin_disabled() -> ApiError {
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        codes::ADMIN_DISABLED,
+        "the admin API is off: set admin.token",
+    )
+}
+
+/// A request declaring a body over the limit gets its 413 before any of the body is read:
+/// the body limit alone would wait for the bytes (a declared 10 GB, sent slowly, would hold
+/// the connection as long as the client likes).
+async fn refuse_large_bodies(
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let declared = request
+        .headers()
+        .get(http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    if declared.is_some_and(|length| length > MAX_BODY_BYTES as u64) {
+        let mut response = ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            codes::PAYLOAD_TOO_LARGE,
+            format!("the body is over {MAX_BODY_BYTES} bytes"),
+        )
+        .into_response();
+        // The unread body cannot be skipped: the connection ends with this answer.
+        response
+            .headers_mut()
+            .insert(http::header::CONNECTION, HeaderValue::from_static("close"));
+        return response;
+    }
+    next.run(request).await
 }
 
 /// `GET /v1/top` shows raw keys (API keys, e-mail addresses): with an admin token set, it is
@@ -265,5 +305,34 @@ mod tests {
         let open = "[policies.p]\nalgorithm = \"gcra\"\nlimit = 10\nwindow = \"1s\"\n";
         let (status, _) = answer(open, get(path, None)).await;
         assert_eq!(status, StatusCode::OK);
+    }
+
+    #[tokio::test]
+    async fn without_a_token_the_admin_routes_say_the_api_is_off() {
+        let open = "[policies.p]\nalgorithm = \"gcra\"\nlimit = 10\nwindow = \"1s\"\n";
+        for path in ["/v1/admin/policies", "/v1/admin/policies/p/tiers/pro"] {
+            let (status, body) = answer(open, get(path, None)).await;
+            assert_eq!(status, StatusCode::NOT_FOUND);
+            assert_eq!(body["error"], codes::ADMIN_DISABLED, "{path}");
+            assert_eq!(body["message"], "the admin API is off: set admin.token");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_declared_body_over_the_limit_is_refused_before_it_is_read() {
+        // The body never arrives: a 413 here cannot have waited for it.
+        let (tx, body) = tokio::sync::mpsc::channel::<Result<axum::body::Bytes, std::io::Error>>(1);
+        let request = http::Request::builder()
+            .method("POST")
+            .uri("/v1/check")
+            .header("content-length", "10000000000")
+            .body(Body::from_stream(
+                tokio_stream::wrappers::ReceiverStream::new(body),
+            ))
+            .unwrap();
+        let (status, body) = answer(GUARDED, request).await;
+        drop(tx);
+        assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
+        assert_eq!(body["error"], codes::PAYLOAD_TOO_LARGE);
     }
 }
