@@ -3,7 +3,7 @@
 /// A failed call to the daemon.
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
-    #[error("cannot connect to {endpoint}: {source}")]
+    #[error("cannot connect to {endpoint}")]
     Connect {
         endpoint: String,
         source: std::io::Error,

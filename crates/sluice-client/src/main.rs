@@ -13,6 +13,18 @@ use sluice_client::api::{
 };
 use sluice_client::{Client, RawResponse};
 
+/// The variable the daemon reads its admin token from; the CLI reads it too.
+const TOKEN_VAR: &str = "SLUICE_ADMIN__TOKEN";
+/// The name earlier versions of the CLI read, still honoured.
+const TOKEN_VAR_ALIAS: &str = "SLUICE_ADMIN_TOKEN";
+
+/// `--token`, else the daemon's variable (clap has read it), else the older alias.
+fn admin_token(given: Option<String>) -> Option<String> {
+    given
+        .or_else(|| std::env::var(TOKEN_VAR_ALIAS).ok())
+        .filter(|token| !token.is_empty())
+}
+
 #[derive(Debug, Parser)]
 #[command(
     name = "sluice",
@@ -48,12 +60,17 @@ struct Target {
 enum Command {
     /// May KEY make a request under POLICY? Consumes COST when allowed.
     Check {
+        /// The policy to check against, as named in the daemon's config.
         policy: String,
+        /// Whose limit: any string of 1 to 512 bytes (`user:123`, `ip:192.0.2.1`).
         key: String,
+        /// Units the request consumes (default 1; 0 only peeks).
         #[arg(long)]
         cost: Option<u64>,
+        /// The caller's plan tier, when the policy has tiers.
         #[arg(long)]
         tier: Option<String>,
+        /// The endpoint, recorded as a metrics label only.
         #[arg(long)]
         endpoint: Option<String>,
         /// Print the daemon's JSON body as it came.
@@ -62,14 +79,16 @@ enum Command {
     },
     /// Change limits at run time (needs the daemon's admin.token).
     Admin {
-        /// The daemon's `admin.token`.
-        #[arg(long, env = "SLUICE_ADMIN_TOKEN", hide_env_values = true)]
-        token: String,
+        /// The daemon's `admin.token`. Default: $SLUICE_ADMIN__TOKEN (the variable the daemon
+        /// reads), else $SLUICE_ADMIN_TOKEN.
+        #[arg(long, env = TOKEN_VAR, hide_env_values = true)]
+        token: Option<String>,
         #[command(subcommand)]
         action: AdminAction,
     },
     /// The keys of POLICY most checked or most rejected recently (this daemon's view).
     Top {
+        /// The policy whose keys to show.
         policy: String,
         /// Rank by `rejected` or `checked`.
         #[arg(long, default_value = "rejected")]
@@ -83,8 +102,9 @@ enum Command {
         /// Print the daemon's JSON body as it came.
         #[arg(long)]
         json: bool,
-        /// The daemon's `admin.token`: a daemon with one set shows raw keys only to its holder.
-        #[arg(long, env = "SLUICE_ADMIN_TOKEN", hide_env_values = true)]
+        /// The daemon's `admin.token`: a daemon with one set shows raw keys only to its
+        /// holder. Default: $SLUICE_ADMIN__TOKEN, else $SLUICE_ADMIN_TOKEN.
+        #[arg(long, env = TOKEN_VAR, hide_env_values = true)]
         token: Option<String>,
     },
 }
@@ -93,15 +113,24 @@ enum Command {
 enum AdminAction {
     /// Set TIER of POLICY to LIMIT (and BURST) on every daemon sharing the backend.
     Set {
+        /// The policy, as named in the daemon's config.
         policy: String,
+        /// The tier to change (a tier the config does not name is created).
         tier: String,
+        /// Requests per window of the policy.
         #[arg(long)]
         limit: u64,
+        /// Bucket capacity (token_bucket, gcra, leaky_bucket); default: the limit.
         #[arg(long)]
         burst: Option<u64>,
     },
     /// Remove the override of TIER of POLICY: back to the config file's limit.
-    Rm { policy: String, tier: String },
+    Rm {
+        /// The policy, as named in the daemon's config.
+        policy: String,
+        /// The tier whose override to remove.
+        tier: String,
+    },
     /// List the overrides stored in the backend.
     Ls,
 }
@@ -160,9 +189,11 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     n,
                     period: &period,
                 };
-                top(&client, &query, token.as_deref(), json).await
+                top(&client, &query, admin_token(token).as_deref(), json).await
             }
-            Command::Admin { token, action } => admin(&client, &token, action).await,
+            Command::Admin { token, action } => {
+                admin(&client, admin_token(token).as_deref(), action).await
+            }
         }
     })
 }
@@ -268,9 +299,19 @@ async fn top(
     Ok(ExitCode::SUCCESS)
 }
 
-async fn admin(client: &Client, token: &str, action: AdminAction) -> anyhow::Result<ExitCode> {
-    let auth = format!("Bearer {token}");
-    let headers = [("authorization", auth.as_str())];
+async fn admin(
+    client: &Client,
+    token: Option<&str>,
+    action: AdminAction,
+) -> anyhow::Result<ExitCode> {
+    // Without a token the request still goes: the daemon says whether its admin API is off
+    // (404 admin_disabled) or wants a token (401).
+    let auth = token.map(|token| format!("Bearer {token}"));
+    let headers: Vec<(&str, &str)> = auth
+        .as_deref()
+        .map(|auth| ("authorization", auth))
+        .into_iter()
+        .collect();
     let tier_path = |policy: &str, tier: &str| {
         format!(
             "/v1/admin/policies/{}/tiers/{}",
@@ -316,6 +357,9 @@ async fn admin(client: &Client, token: &str, action: AdminAction) -> anyhow::Res
     };
     if raw.status != 200 {
         report_error(&raw);
+        if raw.status == 401 && token.is_none() {
+            eprintln!("sluice: pass --token or set {TOKEN_VAR}");
+        }
         return Ok(ExitCode::from(2));
     }
     match action {

@@ -190,3 +190,40 @@ async fn admin_sets_lists_and_removes_overrides() {
         "{out:?}"
     );
 }
+
+#[tokio::test]
+async fn admin_reads_the_daemons_token_variable_and_says_when_the_api_is_off() {
+    let d = daemon().await;
+    // The variable the daemon reads its token from works for the CLI too.
+    let out = sluice_env(
+        &d.socket,
+        &[("SLUICE_ADMIN__TOKEN", "t0k3n")],
+        &["admin", "ls"],
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+
+    let off =
+        Daemon::start("[policies.cli]\nalgorithm = \"fixed_window\"\nlimit = 2\nwindow = \"1h\"\n")
+            .await;
+    let out = sluice_env(&off.socket, &[], &["admin", "ls"]).await;
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("admin_disabled: the admin API is off: set admin.token"),
+        "{stderr}"
+    );
+}
+
+#[tokio::test]
+async fn an_unreachable_socket_names_its_os_error_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = sluice(&dir.path().join("absent.sock"), &["check", "cli", "u"]).await;
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        stderr.matches("No such file or directory").count(),
+        1,
+        "{stderr}"
+    );
+}

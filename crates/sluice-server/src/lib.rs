@@ -16,7 +16,8 @@
 //! - [`server`]: sockets and lifecycle (binding the Unix socket safely, serving every
 //!   listener, graceful stop); `main.rs` only parses arguments and turns signals into
 //!   reloads and a stop.
-//! - [`metrics`], [`histogram`], [`telemetry`], [`top`]: what the daemon reports about itself.
+//! - [`metrics`], [`histogram`], [`telemetry`], [`top`]: what the daemon reports about itself;
+//!   [`exposition`]: the text format `/metrics` answers in.
 //! - [`testing`] (feature `test-support`): an in-process daemon for every crate's tests.
 //!
 //! # One check, from the socket to the store and back
@@ -36,6 +37,7 @@
 
 pub mod clock;
 pub mod config;
+pub mod exposition;
 pub mod histogram;
 pub mod http;
 pub mod limiter;

@@ -22,8 +22,29 @@ use tokio::signal::unix::{SignalKind, signal};
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// What `--help` says beyond the flags: the variables and signals an operator drives it with.
+const AFTER_HELP: &str = "\
+Environment:
+  SLUICE_<SECTION>__<KEY>      any config key, over the file: SLUICE_BACKEND__URL,
+                               SLUICE_POLICIES__PUBLIC__LIMIT, SLUICE_ADMIN__TOKEN
+  SLUICE_SOCKET                the default of listen.unix (else /tmp/sluiced.sock)
+  RUST_LOG                     log filter, default \"info\" (e.g. sluice_server=debug)
+  OTEL_EXPORTER_OTLP_ENDPOINT  trace collector when telemetry.otlp_endpoint is empty
+
+Signals:
+  SIGHUP           reload the config file; a file that does not compile keeps the running one
+  SIGTERM, SIGINT  stop: in-flight requests get listen.shutdown_timeout, a second signal
+                   stops at once
+
+Exit codes: 0 stopped cleanly, 1 runtime failure, 2 invalid config (file and field named).";
+
 #[derive(Debug, Parser)]
-#[command(name = "sluiced", version, about = "The sluice rate-limiter daemon")]
+#[command(
+    name = "sluiced",
+    version,
+    about = "The sluice rate-limiter daemon",
+    after_help = AFTER_HELP
+)]
 struct Args {
     /// TOML config file (default: the built-in policies of examples/sluice.toml).
     #[arg(long, value_name = "FILE", conflicts_with = "check_config")]
@@ -76,7 +97,19 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let code = match runtime.block_on(run(source, settings, &telemetry)) {
+    // Inside the runtime too: the Redis clients start their connection tasks on it. What
+    // fails here is still the config's (a client that cannot be built from it): exit 2 naming
+    // the file, as for every config error.
+    let stores = match runtime.block_on(async {
+        Stores::build(&settings.backend, &settings.region, Arc::new(SystemClock))
+    }) {
+        Ok(stores) => stores,
+        Err(err) => {
+            eprintln!("{}: backend: {err}", source.name());
+            return ExitCode::from(2);
+        }
+    };
+    let code = match runtime.block_on(run(source, settings, stores, &telemetry)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             tracing::error!("{err:#}");
@@ -92,9 +125,12 @@ fn main() -> ExitCode {
     code
 }
 
-async fn run(source: ConfigSource, settings: Settings, telemetry: &Telemetry) -> Result<()> {
-    let stores = Stores::build(&settings.backend, &settings.region, Arc::new(SystemClock))
-        .context("cannot start the backend")?;
+async fn run(
+    source: ConfigSource,
+    settings: Settings,
+    stores: Stores,
+    telemetry: &Telemetry,
+) -> Result<()> {
     let listen = settings.listen.clone();
     let backend = settings.backend.kind();
     let address = settings.backend.address();
@@ -154,7 +190,10 @@ async fn run(source: ConfigSource, settings: Settings, telemetry: &Telemetry) ->
 
     tracing::info!(
         version = env!("CARGO_PKG_VERSION"),
-        config = %source.name(),
+        config = %match &source {
+            ConfigSource::Builtin => "built-in defaults".to_owned(),
+            other => other.name(),
+        },
         backend = %backend,
         address = %address,
         listeners = %described.join(" "),

@@ -419,7 +419,8 @@ impl Metrics {
             .set(i64::try_from(keys).unwrap_or(i64::MAX));
     }
 
-    /// The Prometheus (OpenMetrics) text of every metric.
+    /// The OpenMetrics text of every metric ([`crate::exposition`] turns it into what the
+    /// scraper asked for).
     pub fn encode(&self) -> String {
         let mut out = String::with_capacity(4096);
         // Writing into a String cannot fail.
@@ -531,6 +532,3 @@ impl ReplicationObserver for ReplicationMetrics {
             .inc();
     }
 }
-
-/// The content type of [`Metrics::encode`].
-pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";

@@ -131,22 +131,15 @@ impl RuntimeLimits {
         })
     }
 
-    /// The override in force for (policy, tier), if any.
-    pub fn current(&self, policy: &str, tier: &str) -> Option<LimitOverride> {
-        self.state
-            .lock()
-            .overrides
-            .iter()
-            .find(|o| o.policy == policy && o.tier == tier)
-            .cloned()
-    }
-
     /// Takes the backend's overrides at `version`; `Some` policies to swap in when anything
     /// changed. An override that no longer compiles (the file changed under it) is skipped
     /// with a log line rather than blocking every other one.
     fn adopt(&self, version: u64, overrides: Vec<LimitOverride>) -> Option<PolicySet> {
         let mut state = self.state.lock();
-        if state.version == Some(version) && state.overrides == overrides {
+        if state.overrides == overrides {
+            // The version moves on every write, a delete of nothing included: nothing to
+            // compile, nothing to announce.
+            state.version = Some(version);
             return None;
         }
         let mut accepted: Vec<LimitOverride> = Vec::with_capacity(overrides.len());
@@ -162,8 +155,12 @@ impl RuntimeLimits {
                 Err(errors) => tracing::warn!(
                     policy = %change.policy,
                     tier = %change.tier,
-                    ?errors,
-                    "ignoring a stored override that does not fit the current config"
+                    "ignoring a stored override that does not fit the current config: {}",
+                    errors
+                        .iter()
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>()
+                        .join("; ")
                 ),
             }
         }

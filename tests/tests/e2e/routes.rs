@@ -144,6 +144,67 @@ async fn metrics_names_every_recorded_metric() {
 }
 
 #[tokio::test]
+async fn metrics_speak_prometheus_text_that_promtool_accepts_and_openmetrics_on_request() {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+
+    let d = Daemon::start(sluice_tests::TEST_CONFIG).await;
+    let c = d.unix();
+    c.check(&req("public", "promtool")).await.unwrap();
+    let plain = c.send(Method::GET, "/metrics", &[], "").await.unwrap();
+    assert_eq!(
+        plain.headers["content-type"],
+        "text/plain; version=0.0.4; charset=utf-8"
+    );
+    let text = String::from_utf8(plain.body.to_vec()).unwrap();
+    assert!(text.contains("# HELP rate_limit_requests_total "), "{text}");
+    assert!(!text.contains("# EOF"), "{text}");
+    let mut promtool = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("promtool (Debian package prometheus) is needed by the tests");
+    promtool
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let out = promtool.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "promtool check metrics: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let open = c
+        .send(
+            Method::GET,
+            "/metrics",
+            &[(
+                "accept",
+                "application/openmetrics-text;version=1.0.0,text/plain;q=0.5",
+            )],
+            "",
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        open.headers["content-type"],
+        "application/openmetrics-text; version=1.0.0; charset=utf-8"
+    );
+    let text = String::from_utf8(open.body.to_vec()).unwrap();
+    assert!(text.ends_with("# EOF\n"), "{text}");
+    assert!(
+        text.contains("# TYPE rate_limit_requests counter"),
+        "{text}"
+    );
+}
+
+#[tokio::test]
 async fn unix_and_tcp_answer_identically() {
     let d = Daemon::start(sluice_tests::TEST_CONFIG).await;
     let unix = d.unix();

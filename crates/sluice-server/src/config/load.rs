@@ -7,6 +7,7 @@ use figment::providers::{Env, Format, Serialized, Toml};
 
 use super::compile::{Settings, compile};
 use super::error::{ConfigError, FieldError};
+use super::extract::extract;
 use super::schema::{BUILTIN_NAME, BUILTIN_TOML, Config};
 use std::path::PathBuf;
 
@@ -68,16 +69,24 @@ pub fn load_with_env(source: &ConfigSource, env: Env) -> Result<Settings, Config
         ConfigSource::Text { toml, .. } => base.merge(Toml::string(toml)),
     }
     .merge(env);
-    let config: Config = figment.extract().map_err(|err| from_figment(err, &name))?;
-    let errors = match compile(&config) {
-        Ok(mut settings) => {
+    let extracted = extract(&figment).map_err(|err| from_figment(*err, &name))?;
+    let errors = match compile(&extracted.config) {
+        Ok(mut settings) if extracted.problems.is_empty() => {
             settings.source = name;
             return Ok(settings);
         }
-        Err(errors) => errors,
+        Ok(_) => Vec::new(),
+        // A field refused by the extraction reached the compile step unset: it is reported
+        // once, as what it was, not again as missing.
+        Err(errors) => errors
+            .into_iter()
+            .filter(|error| !extracted.refused(&error.field))
+            .collect(),
     };
-    let problems = errors
+    let problems = extracted
+        .problems
         .into_iter()
+        .chain(errors)
         .map(|error| (source_of(&figment, &error.field, &name), error))
         .collect();
     Err(ConfigError { problems })
@@ -252,6 +261,49 @@ window = "1w"
             shown.starts_with("t.toml: backend.kindd: unknown field"),
             "{shown}"
         );
+    }
+
+    #[test]
+    fn unknown_fields_wrong_types_and_bad_values_are_reported_together() {
+        let err = load_with_env(
+            &text(
+                r#"
+[listen]
+htp = "127.0.0.1:1"
+[policies.a]
+algorithm = "token_bukcet"
+limit = 0
+window = "10 sec"
+[policies.b]
+algorithm = "gcra"
+limit = "ten"
+window = "1s"
+brust = 3
+"#,
+            ),
+            Env::raw().only(&[]),
+        )
+        .unwrap_err();
+        let shown = err.to_string();
+        let mut got = fields(&err);
+        got.sort_unstable();
+        assert_eq!(
+            got,
+            vec![
+                "listen.htp",
+                "policies.a.algorithm",
+                "policies.a.limit",
+                "policies.a.window",
+                "policies.b.brust",
+                "policies.b.limit",
+            ],
+            "{shown}"
+        );
+        assert!(
+            shown.contains("t.toml: policies.b.brust: unknown field; did you mean \"burst\"?"),
+            "{shown}"
+        );
+        assert!(!shown.contains('`'), "{shown}");
     }
 
     #[test]

@@ -12,6 +12,7 @@
 mod backend;
 mod compile;
 pub mod error;
+mod extract;
 pub mod load;
 pub mod parse;
 pub mod region;

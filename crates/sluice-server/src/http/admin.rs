@@ -62,11 +62,12 @@ pub(crate) async fn authorize(token: &str, request: Request, next: Next) -> Resp
     }
 }
 
-fn unavailable(err: &StoreError) -> ApiError {
+/// The backend failed `what` ("store the change", "read the overrides").
+fn unavailable(what: &str, err: &StoreError) -> ApiError {
     ApiError::new(
         StatusCode::SERVICE_UNAVAILABLE,
         codes::BACKEND_UNAVAILABLE,
-        format!("the backend did not store the change: {err}"),
+        format!("the backend could not {what}: {err}"),
     )
 }
 
@@ -85,7 +86,7 @@ async fn list(State(app): State<App>) -> Result<Response, ApiError> {
         .store()
         .overrides()
         .await
-        .map_err(|e| unavailable(&e))?;
+        .map_err(|e| unavailable("read the overrides", &e))?;
     let body = OverridesResponse {
         version,
         overrides: all.into_iter().map(view).collect(),
@@ -104,6 +105,27 @@ fn check_names(policy: &str, tier: &str) -> Result<(), ApiError> {
         return Err(unknown_policy(policy));
     }
     Ok(())
+}
+
+/// The `(limit, burst)` a caller of `policy` on `tier` is held to right now.
+fn effective(app: &App, policy: &str, tier: &str) -> Option<(u64, u64)> {
+    let policies = app.limiter.policies();
+    let params = policies.get(policy)?.limit_for(Some(tier)).params;
+    Some((params.limit, params.burst))
+}
+
+/// One line an operator reads: `policy=public tier=pro limit 1000→2000 burst 2000→4000`.
+fn log_change(what: &str, policy: &str, tier: &str, before: Option<(u64, u64)>, app: &App) {
+    let after = effective(app, policy, tier);
+    let show = |value: Option<u64>| value.map_or_else(|| "?".to_owned(), |v| v.to_string());
+    tracing::info!(
+        who = "admin-token",
+        "{what}: policy={policy} tier={tier} limit {}→{} burst {}→{}",
+        show(before.map(|b| b.0)),
+        show(after.map(|a| a.0)),
+        show(before.map(|b| b.1)),
+        show(after.map(|a| a.1)),
+    );
 }
 
 fn unknown_policy(policy: &str) -> ApiError {
@@ -135,24 +157,23 @@ async fn set(
             ApiError::bad_request(format!("{field}: {message}"), Some(field))
         }
     })?;
-    let old = app.limits.current(&change.policy, &change.tier);
+    let before = effective(&app, &change.policy, &change.tier);
     let store = app.limiter.store();
     store
         .put_override(&change)
         .await
-        .map_err(|e| unavailable(&e))?;
-    tracing::info!(
-        who = "admin-token",
-        policy = %change.policy,
-        tier = %change.tier,
-        old = ?old.as_ref().map(|o| (o.limit, o.burst)),
-        new = ?(change.limit, change.burst),
-        "limit override set"
-    );
+        .map_err(|e| unavailable("store the change", &e))?;
     // In force here at once; the other daemons follow on their next poll.
     if let Err(err) = overrides::sync(&app.limits, &app.limiter).await {
         tracing::warn!(error = %err, "override stored but not yet re-read");
     }
+    log_change(
+        "limit override set",
+        &change.policy,
+        &change.tier,
+        before,
+        &app,
+    );
     Ok(json_response(StatusCode::OK, &view(change)))
 }
 
@@ -161,16 +182,13 @@ async fn remove(
     Path((policy, tier)): Path<(String, String)>,
 ) -> Result<Response, ApiError> {
     check_names(&policy, &tier)?;
-    let old = app.limits.current(&policy, &tier);
+    let before = effective(&app, &policy, &tier);
     let deleted = app
         .limiter
         .store()
         .delete_override(&policy, &tier)
         .await
-        .map_err(|e| unavailable(&e))?;
-    if let Err(err) = overrides::sync(&app.limits, &app.limiter).await {
-        tracing::warn!(error = %err, "override deleted but not yet re-read");
-    }
+        .map_err(|e| unavailable("delete the override", &e))?;
     if !deleted {
         return Err(ApiError::new(
             StatusCode::NOT_FOUND,
@@ -178,13 +196,10 @@ async fn remove(
             format!("no override for policy {policy:?} tier {tier:?}"),
         ));
     }
-    tracing::info!(
-        who = "admin-token",
-        %policy,
-        %tier,
-        old = ?old.as_ref().map(|o| (o.limit, o.burst)),
-        "limit override removed"
-    );
+    if let Err(err) = overrides::sync(&app.limits, &app.limiter).await {
+        tracing::warn!(error = %err, "override deleted but not yet re-read");
+    }
+    log_change("limit override removed", &policy, &tier, before, &app);
     Ok(json_response(
         StatusCode::OK,
         &serde_json::json!({"policy": policy, "tier": tier, "deleted": true}),

@@ -22,12 +22,12 @@ use axum::extract::{DefaultBodyLimit, State};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use http::header::CONTENT_TYPE;
-use http::{HeaderValue, StatusCode};
+use http::{HeaderMap, HeaderValue, StatusCode};
 use serde::Serialize;
 use sluice_api::{MAX_BODY_BYTES, codes};
 
 use crate::App;
-use crate::metrics;
+use crate::exposition::Format;
 use error::{ApiError, json_response, method_not_allowed, not_found};
 
 /// The router of the API.
@@ -147,7 +147,12 @@ async fn policies(State(app): State<App>) -> Response {
     json_response(StatusCode::OK, &app.limiter.policies().view())
 }
 
-async fn metrics_text(State(app): State<App>) -> Response {
+async fn metrics_text(State(app): State<App>, headers: HeaderMap) -> Response {
+    let format = Format::negotiate(
+        headers
+            .get(http::header::ACCEPT)
+            .and_then(|accept| accept.to_str().ok()),
+    );
     app.limiter.refresh_gauges(app.clock.now_ms());
     let store = app.limiter.store();
     if let Some(keys) = store.tracked_keys() {
@@ -157,9 +162,9 @@ async fn metrics_text(State(app): State<App>) -> Response {
         StatusCode::OK,
         [(
             CONTENT_TYPE,
-            HeaderValue::from_static(metrics::CONTENT_TYPE),
+            HeaderValue::from_static(format.content_type()),
         )],
-        app.limiter.metrics().encode(),
+        format.render(app.limiter.metrics().encode()),
     )
         .into_response()
 }
