@@ -506,6 +506,11 @@ impl Limiter {
         if shadow {
             decision.retry_after_ms = 0;
         }
+        // A client is shown as its limit what it can spend at once: the bucket for bucket
+        // algorithms (`burst` may exceed `limit`), so `remaining` never exceeds the limit it
+        // is shown and utilization is the share of that bucket consumed.
+        decision.limit = r.limit.params.capacity();
+        decision.remaining = decision.remaining.min(decision.limit);
         if decision.limit > 0 {
             let used = decision.limit.saturating_sub(decision.remaining);
             #[allow(clippy::cast_precision_loss)]
@@ -614,7 +619,7 @@ fn degraded(r: Resolved<'_>, now_ms: u64) -> Verdict {
         allowed: true,
         decision: Decision {
             allowed: true,
-            limit: params.limit,
+            limit: params.capacity(),
             remaining: params.capacity().saturating_sub(r.check.cost),
             reset_ms: now_ms,
             retry_after_ms: 0,

@@ -501,18 +501,26 @@ fn compile_scope(
 }
 
 fn make_limit(policy: &str, params: Params, tier: &str, tier_slot: usize) -> Limit {
-    let header = format!(
-        "\"{policy}\";q={};w={}",
-        params.limit,
-        window_secs(params.window_ms)
-    );
+    // The quota shown is what can be spent at once (the bucket for bucket algorithms), and
+    // the window the time the policy takes to grant that much: `burst = 2000` refilled at
+    // 1000 per 60 s is `q=2000;w=120`, the same rate, and never less than `remaining`.
+    let capacity = params.capacity();
+    let window_ms = if params.algorithm.uses_burst() && params.limit > 0 {
+        u64::try_from(
+            u128::from(params.window_ms) * u128::from(capacity) / u128::from(params.limit),
+        )
+        .unwrap_or(u64::MAX)
+    } else {
+        params.window_ms
+    };
+    let header = format!("\"{policy}\";q={capacity};w={}", window_secs(window_ms));
     Limit {
         params,
         // Names are validated to header-safe characters, so this cannot fail.
         policy_header: HeaderValue::from_str(&header)
             .unwrap_or_else(|_| HeaderValue::from_static("\"invalid\"")),
         tier_label: tier.into(),
-        limit_header: HeaderValue::from(params.limit),
+        limit_header: HeaderValue::from(capacity),
         tier_slot,
     }
 }

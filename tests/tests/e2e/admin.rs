@@ -27,7 +27,8 @@ async fn admin(d: &Daemon, method: Method, path: &str, body: &str) -> sluice_cli
         .unwrap()
 }
 
-/// The `X-RateLimit-Limit` a `pro` check of `public` gets (a peek: consumes nothing).
+/// The `X-RateLimit-Limit` a `pro` check of `public` gets (a peek: consumes nothing). `public` is a
+/// token bucket, so this is the bucket's capacity: its `burst`.
 async fn pro_limit(d: &Daemon) -> String {
     let check = CheckRequest {
         tier: Some("pro".into()),
@@ -58,7 +59,7 @@ async fn an_override_reaches_every_daemon_survives_restarts_and_deletes_back() {
     let redis = RedisServer::start();
     let a = daemon_on(&redis).await;
     let b = daemon_on(&redis).await;
-    assert_eq!(pro_limit(&b).await, "1000", "the file's pro tier");
+    assert_eq!(pro_limit(&b).await, "2000", "the file's pro tier");
 
     let out = admin(
         &a,
@@ -70,10 +71,10 @@ async fn an_override_reaches_every_daemon_survives_restarts_and_deletes_back() {
     assert_eq!(out.status, 200, "{:?}", out.body);
     assert_eq!(
         pro_limit(&a).await,
-        "7",
+        "9",
         "in force at once where it was set"
     );
-    until_pro_limit(&b, "7", Duration::from_secs(1)).await;
+    until_pro_limit(&b, "9", Duration::from_secs(1)).await;
 
     let listed: OverridesResponse = admin(&b, Method::GET, "/v1/admin/policies", "")
         .await
@@ -88,7 +89,7 @@ async fn an_override_reaches_every_daemon_survives_restarts_and_deletes_back() {
     // A daemon started later (B restarted) finds the override in the backend.
     drop(b);
     let b = daemon_on(&redis).await;
-    until_pro_limit(&b, "7", Duration::from_secs(1)).await;
+    until_pro_limit(&b, "9", Duration::from_secs(1)).await;
 
     let out = admin(
         &b,
@@ -98,7 +99,7 @@ async fn an_override_reaches_every_daemon_survives_restarts_and_deletes_back() {
     )
     .await;
     assert_eq!(out.status, 200, "{:?}", out.body);
-    until_pro_limit(&a, "1000", Duration::from_secs(1)).await;
+    until_pro_limit(&a, "2000", Duration::from_secs(1)).await;
     let out = admin(
         &b,
         Method::DELETE,

@@ -30,10 +30,60 @@ async fn tiers_have_their_own_limits() {
     );
 
     let pro = c.check(&tiered("t-pro", "pro")).await.unwrap();
-    assert_eq!((pro.body.limit, pro.body.remaining), (1000, 1999));
+    // A bucket reports its capacity (burst 2000) as the limit, so Remaining never exceeds it;
+    // the policy header says the same rate as 2000 per the 120 s a full refill takes.
+    assert_eq!((pro.body.limit, pro.body.remaining), (2000, 1999));
     assert_eq!(
         header(&pro.headers, "ratelimit-policy"),
-        r#""public";q=1000;w=60"#
+        r#""public";q=2000;w=120"#
+    );
+    assert_eq!(header(&pro.headers, "x-ratelimit-limit"), "2000");
+    assert_eq!(header(&pro.headers, "x-ratelimit-remaining"), "1999");
+}
+
+#[tokio::test]
+async fn a_bucket_larger_than_its_limit_never_shows_more_remaining_than_limit() {
+    let d = Daemon::start(sluice_tests::TEST_CONFIG).await;
+    let c = d.unix();
+    // pro: limit 1000 per 60 s, burst 2000. Spend half the bucket in one check.
+    let half = c
+        .check(&CheckRequest {
+            cost: Some(1000),
+            ..tiered("t-half", "pro")
+        })
+        .await
+        .unwrap();
+    assert_eq!(half.status, 200);
+    assert_eq!((half.body.limit, half.body.remaining), (2000, 1000));
+    for _ in 0..5 {
+        let out = c.check(&tiered("t-half", "pro")).await.unwrap();
+        let limit: u64 = header(&out.headers, "x-ratelimit-limit").parse().unwrap();
+        let remaining: u64 = header(&out.headers, "x-ratelimit-remaining")
+            .parse()
+            .unwrap();
+        assert!(remaining <= limit, "remaining {remaining} > limit {limit}");
+        assert_eq!(limit, out.body.limit);
+    }
+    // Utilization is consumed / capacity: the first check alone observed 0.5.
+    let metrics = d
+        .tcp()
+        .send(http::Method::GET, "/metrics", &[], "")
+        .await
+        .unwrap();
+    let text = String::from_utf8(metrics.body.to_vec()).unwrap();
+    let sum: f64 = text
+        .lines()
+        .find(|l| {
+            l.starts_with("rate_limit_utilization_sum{")
+                && l.contains(r#"policy="public""#)
+                && l.contains(r#"plan_tier="pro""#)
+        })
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no utilization sum for public/pro in\n{text}"));
+    assert!(
+        sum >= 0.5,
+        "utilization sum {sum}: half the bucket was spent"
     );
 }
 

@@ -89,7 +89,7 @@ pub(crate) fn set_headers(headers: &mut HeaderMap, verdict: &Verdict) {
     let d = &verdict.decision;
     // A no-op on answers of `json_with`, which made the room already.
     headers.reserve(10);
-    let limit = if d.limit == verdict.limit.params.limit {
+    let limit = if d.limit == verdict.limit.params.capacity() {
         verdict.limit.limit_header.clone()
     } else {
         HeaderValue::from(d.limit)
