@@ -80,12 +80,7 @@ fn view(o: LimitOverride) -> OverrideView {
 }
 
 async fn list(State(app): State<App>) -> Result<Response, ApiError> {
-    let (version, all) = app
-        .limiter
-        .store()
-        .overrides()
-        .await
-        .map_err(|e| unavailable(&e))?;
+    let (version, all) = app.overrides.list().await.map_err(|e| unavailable(&e))?;
     let body = OverridesResponse {
         version,
         overrides: all.into_iter().map(view).collect(),
@@ -136,9 +131,8 @@ async fn set(
         }
     })?;
     let old = app.limits.current(&change.policy, &change.tier);
-    let store = app.limiter.store();
-    store
-        .put_override(&change)
+    app.overrides
+        .put(&change)
         .await
         .map_err(|e| unavailable(&e))?;
     tracing::info!(
@@ -150,7 +144,7 @@ async fn set(
         "limit override set"
     );
     // In force here at once; the other daemons follow on their next poll.
-    if let Err(err) = overrides::sync(&app.limits, &app.limiter).await {
+    if let Err(err) = overrides::sync(&app.limits, &*app.overrides, &app.limiter).await {
         tracing::warn!(error = %err, "override stored but not yet re-read");
     }
     Ok(json_response(StatusCode::OK, &view(change)))
@@ -163,12 +157,11 @@ async fn remove(
     check_names(&policy, &tier)?;
     let old = app.limits.current(&policy, &tier);
     let deleted = app
-        .limiter
-        .store()
-        .delete_override(&policy, &tier)
+        .overrides
+        .delete(&policy, &tier)
         .await
         .map_err(|e| unavailable(&e))?;
-    if let Err(err) = overrides::sync(&app.limits, &app.limiter).await {
+    if let Err(err) = overrides::sync(&app.limits, &*app.overrides, &app.limiter).await {
         tracing::warn!(error = %err, "override deleted but not yet re-read");
     }
     if !deleted {

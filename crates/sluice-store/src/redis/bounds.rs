@@ -1,8 +1,8 @@
 //! The promise every call to a networked backend keeps: at most `max_in_flight` check calls
 //! at once (past it a call fails at once instead of queueing, so a slow or dead Redis never
 //! piles requests up), each within `backend.timeout`; admin commands are bounded by time only,
-//! so a saturated check path cannot lock an operator out. The Redis and Cluster stores share
-//! it so both keep the same promise.
+//! so a saturated check path cannot lock an operator out. Both Redis clients hold one, so
+//! both keep the same promise.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -14,6 +14,9 @@ use crate::StoreError;
 
 /// Floor of the timeout of admin commands: an operator can wait longer than a check.
 const ADMIN_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// Floor of the timeout of a ping: a readiness probe tolerates a slow answer.
+const PING_TIMEOUT: Duration = Duration::from_millis(100);
 
 /// The in-flight bound and the timeout of one store.
 #[derive(Debug)]
@@ -59,16 +62,24 @@ impl Bounds {
     }
 
     /// Runs an admin command (rare, not on the check path) within the timeout, or
-    /// [`ADMIN_TIMEOUT`] if that is longer, mapping the client's error with `map_error`.
-    pub(crate) async fn admin<T, E>(
+    /// [`ADMIN_TIMEOUT`] if that is longer.
+    pub(crate) async fn admin<T>(
         &self,
-        call: impl Future<Output = Result<T, E>>,
-        map_error: fn(&E) -> StoreError,
+        call: impl Future<Output = Result<T, StoreError>>,
     ) -> Result<T, StoreError> {
         tokio::time::timeout(self.timeout.max(ADMIN_TIMEOUT), call)
             .await
             .map_err(|_| StoreError::Timeout)?
-            .map_err(|e| map_error(&e))
+    }
+
+    /// Runs `call` (a ping) within the timeout, or 100 ms if that is longer.
+    pub(crate) async fn ping<T>(
+        &self,
+        call: impl Future<Output = Result<T, StoreError>>,
+    ) -> Result<T, StoreError> {
+        tokio::time::timeout(self.timeout.max(PING_TIMEOUT), call)
+            .await
+            .map_err(|_| StoreError::Timeout)?
     }
 }
 
