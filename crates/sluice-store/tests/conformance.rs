@@ -10,7 +10,9 @@ use std::time::Duration;
 
 use sluice_core::conformance::{Case, cases, generated_cases};
 use sluice_core::{Algorithm, Decision, Params};
-use sluice_store::{Check, MemoryStore, Store};
+use sluice_store::{
+    Check, MemoryStore, ReplicatedStore, ReplicatedStoreConfig, Replication, SharedBackend, Store,
+};
 
 /// Steps are replayed as fast as they go, not at their own pace: keys are kept an hour
 /// longer than their state needs (see `common::all_stores_with`).
@@ -57,6 +59,47 @@ async fn every_backend_answers_the_conformance_table() {
         for task in tasks {
             task.await.unwrap();
         }
+    }
+}
+
+/// The replicated store (one region, no peers, on a real redis-server) answers the table's
+/// window counters exactly as the core does: its weighting is the check scripts' own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_replicated_store_answers_the_conformance_table() {
+    let redis = sluice_testkit::RedisServer::start();
+    let mut all = cases();
+    for seed in [1, 2, 3, 42] {
+        all.extend(generated_cases(seed, 200));
+    }
+    all.retain(|case| {
+        sluice_store::replicated::unreplicable(case.params.algorithm).is_none()
+            && !case.steps.is_empty()
+    });
+    assert!(all.len() > 10, "{} window counter cases", all.len());
+    let local = common::redis_store_with(&redis, "conf", common::TEST_TIMEOUT, GRACE);
+    let store = Arc::new(ReplicatedStore::new(ReplicatedStoreConfig {
+        region: "here".into(),
+        local: SharedBackend::from(local),
+        peers: Vec::new(),
+        max_pending: 1000,
+    }));
+    store.set_policies(std::collections::HashMap::from([(
+        "conf".into(),
+        Replication {
+            sync_interval: Duration::from_millis(100),
+            overshoot_budget: 1.0,
+        },
+    )]));
+    let mut tasks = Vec::new();
+    for (c, chunk) in all.chunks(8).enumerate() {
+        let store = Arc::clone(&store);
+        let chunk = chunk.to_vec();
+        tasks.push(tokio::spawn(async move {
+            replay("replicated", store.as_ref(), &chunk, &format!("r{c}")).await;
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
     }
 }
 
