@@ -56,9 +56,15 @@ impl Bounds {
         call: impl Future<Output = Result<T, StoreError>>,
     ) -> Result<T, StoreError> {
         let _permit = self.permit()?;
-        tokio::time::timeout(self.timeout, call)
-            .await
-            .map_err(|_| StoreError::Timeout)?
+        self.timed(call).await
+    }
+
+    /// Runs `call` within the timeout, for a caller that holds its permit already.
+    pub(crate) async fn timed<T>(
+        &self,
+        call: impl Future<Output = Result<T, StoreError>>,
+    ) -> Result<T, StoreError> {
+        within(self.timeout, call).await
     }
 
     /// Runs an admin command (rare, not on the check path) within the timeout, or
@@ -67,20 +73,26 @@ impl Bounds {
         &self,
         call: impl Future<Output = Result<T, StoreError>>,
     ) -> Result<T, StoreError> {
-        tokio::time::timeout(self.timeout.max(ADMIN_TIMEOUT), call)
-            .await
-            .map_err(|_| StoreError::Timeout)?
+        within(self.timeout.max(ADMIN_TIMEOUT), call).await
     }
 
-    /// Runs `call` (a ping) within the timeout, or 100 ms if that is longer.
+    /// Runs `call` (a ping) within the timeout, or [`PING_TIMEOUT`] if that is longer.
     pub(crate) async fn ping<T>(
         &self,
         call: impl Future<Output = Result<T, StoreError>>,
     ) -> Result<T, StoreError> {
-        tokio::time::timeout(self.timeout.max(PING_TIMEOUT), call)
-            .await
-            .map_err(|_| StoreError::Timeout)?
+        within(self.timeout.max(PING_TIMEOUT), call).await
     }
+}
+
+/// `call`, or [`StoreError::Timeout`] once `limit` has passed.
+async fn within<T>(
+    limit: Duration,
+    call: impl Future<Output = Result<T, StoreError>>,
+) -> Result<T, StoreError> {
+    tokio::time::timeout(limit, call)
+        .await
+        .map_err(|_| StoreError::Timeout)?
 }
 
 fn too_many() -> StoreError {

@@ -242,9 +242,7 @@ pub(crate) async fn check_all<R: ScriptRunner>(
             Ok(result) => result,
         }
     };
-    tokio::time::timeout(bounds.timeout(), decided)
-        .await
-        .map_err(|_| StoreError::Timeout)?
+    bounds.timed(decided).await
 }
 
 /// One `batch` call per group, then the refund of the committed groups if any was denied.

@@ -41,8 +41,9 @@ macro_rules! check_script {
     };
 }
 
-/// The algorithm functions, in the order the library scripts (batch, refund) need them: the
-/// window weighting before the sliding window counter that uses it.
+/// Every algorithm's functions and the table of them by code, for the scripts that run any
+/// algorithm (batch, refund): the window weighting before the sliding window counter that
+/// uses it.
 macro_rules! algorithms {
     ($($main:literal),+) => {
         lua!(
@@ -53,6 +54,7 @@ macro_rules! algorithms {
             "sliding_window_log.lua",
             "token_bucket.lua",
             "gcra.lua",
+            "algorithms.lua",
             $($main),+
         )
     };

@@ -11,9 +11,7 @@ local function swc_expires(window, current, previous, w)
 end
 
 local function sliding_window_counter(k, now0, limit, w, burst, cost)
-  local key = KEYS[k]
-  local raw = redis.call('GET', key)
-  local s = parse(raw, 3)
+  local key, raw, s = read_state(k, 3)
   local window, current, previous
   if s then
     window, current, previous = s[1], s[2], s[3]
@@ -52,9 +50,7 @@ local function sliding_window_counter(k, now0, limit, w, burst, cost)
 end
 
 local function sliding_window_counter_refund(k, now, limit, w, burst, cost, token)
-  local key = KEYS[k]
-  local raw = redis.call('GET', key)
-  local s = parse(raw, 3)
+  local key, raw, s = read_state(k, 3)
   if not s then
     return
   end
