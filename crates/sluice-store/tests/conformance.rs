@@ -246,35 +246,16 @@ async fn clocks_going_backwards_decide_alike() {
                     5 => now += rng.below(2 * window_ms),
                     _ => now -= rng.below(window_ms),
                 }
-                steps.push((now, rng.below(params.capacity().min(4) + 1)));
+                steps.push((params, now, rng.below(params.capacity().min(4) + 1)));
             }
-            sequences.push((params, steps));
+            sequences.push(steps);
         }
     }
-    let run = |store: Arc<dyn Store>| {
-        let sequences = sequences.clone();
-        async move {
-            let mut out = Vec::new();
-            for (n, (params, steps)) in sequences.iter().enumerate() {
-                let key = format!("back{n}");
-                for &(at, cost) in steps {
-                    let check = Check {
-                        policy: "back",
-                        key: &key,
-                        params: *params,
-                        cost,
-                    };
-                    out.push(store.check(&check, at).await.unwrap());
-                }
-            }
-            out
-        }
-    };
-    let reference = run(Arc::new(MemoryStore::default())).await;
+    let reference = replay_sequences(&MemoryStore::default(), "back", &sequences).await;
     for (name, store) in common::all_stores_with(&servers, "back", GRACE).await {
-        let got = run(store).await;
+        let got = replay_sequences(store.as_ref(), "back", &sequences).await;
         for (i, (g, r)) in got.iter().zip(&reference).enumerate() {
-            assert_eq!(g, r, "{name}: step {i} of {:?}", sequences[i / 150].0);
+            assert_eq!(g, r, "{name}: step {i} of {:?}", sequences[i / 150][0].0);
         }
     }
 }
@@ -299,30 +280,34 @@ async fn limit_changes_keep_state_alike() {
         }
         sequences.push(steps);
     }
-    let run = |store: Arc<dyn Store>| {
-        let sequences = sequences.clone();
-        async move {
-            let mut out = Vec::new();
-            for (n, steps) in sequences.iter().enumerate() {
-                let key = format!("change{n}");
-                for &(params, at, cost) in steps {
-                    let check = Check {
-                        policy: "change",
-                        key: &key,
-                        params,
-                        cost,
-                    };
-                    out.push(store.check(&check, at).await.unwrap());
-                }
-            }
-            out
-        }
-    };
-    let reference = run(Arc::new(MemoryStore::default())).await;
+    let reference = replay_sequences(&MemoryStore::default(), "change", &sequences).await;
     for (name, store) in common::all_stores_with(&servers, "change", GRACE).await {
-        let got = run(store).await;
+        let got = replay_sequences(store.as_ref(), "change", &sequences).await;
         for (i, (g, r)) in got.iter().zip(&reference).enumerate() {
             assert_eq!(g, r, "{name}: step {i} ({:?})", sequences[i / 120][i % 120]);
         }
     }
+}
+
+/// Each sequence of (params, at, cost) steps on its own key `<policy><n>`: every decision, in
+/// order.
+async fn replay_sequences(
+    store: &dyn Store,
+    policy: &str,
+    sequences: &[Vec<(Params, u64, u64)>],
+) -> Vec<Decision> {
+    let mut out = Vec::new();
+    for (n, steps) in sequences.iter().enumerate() {
+        let key = format!("{policy}{n}");
+        for &(params, at, cost) in steps {
+            let check = Check {
+                policy,
+                key: &key,
+                params,
+                cost,
+            };
+            out.push(store.check(&check, at).await.unwrap());
+        }
+    }
+    out
 }
