@@ -112,6 +112,7 @@ impl Limiter {
         let timeout = kind.is_redis().then_some(timeout);
         let redis = kind.is_redis().then_some(kind.as_str());
         metrics.prime(kind.as_str(), policies.names());
+        store.set_batch_observer(metrics.batch_observer());
         let top = TopKeys::new();
         top.retain_policies(policies.names());
         Limiter {

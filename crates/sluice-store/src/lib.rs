@@ -48,4 +48,4 @@ pub use redis::replicated::{
     SharedBackend,
 };
 pub use redis::{ClusterStore, RedisStore, keys, replicated};
-pub use store::{Check, LimitOverride, OverrideStore, Store, StoreKind};
+pub use store::{BatchObserver, Check, LimitOverride, OverrideStore, Store, StoreKind};

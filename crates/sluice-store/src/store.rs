@@ -98,8 +98,20 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
         None
     }
 
+    /// Sets who hears how many checks each script call to Redis carried (group commit); the
+    /// stores that make no such calls ignore it.
+    fn set_batch_observer(&self, _observer: std::sync::Arc<dyn BatchObserver>) {}
+
     /// Periodic upkeep at `now_ms`, such as forgetting expired keys. Called by the daemon.
     fn housekeep(&self, _now_ms: u64) {}
+}
+
+/// What a Redis store reports about its script calls, for the daemon's metrics (the store
+/// holds no observability code of its own).
+pub trait BatchObserver: Send + Sync + std::fmt::Debug {
+    /// A script call to a `backend` carried `checks` single checks (1: a check alone; more:
+    /// checks that queued behind a call in flight and went as one group).
+    fn batch(&self, backend: StoreKind, checks: usize);
 }
 
 /// Where run-time limit overrides live, apart from the counters: every daemon sharing a

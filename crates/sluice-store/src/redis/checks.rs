@@ -7,14 +7,15 @@ use std::sync::Arc;
 use sluice_core::{Algorithm, CheckError, Decision};
 
 use super::ScriptRunner;
+use super::group::{Groups, Joined, Pending};
 use super::keys;
 use super::scripts::{ScriptId, algorithm_code};
 use crate::{Check, StoreError};
 
 /// What one script answers for one check.
 #[derive(Debug, Clone, Copy)]
-struct Outcome {
-    decision: Decision,
+pub(crate) struct Outcome {
+    pub decision: Decision,
     /// `remaining` and `reset_ms` of the state before this check (a cost-0 peek).
     before_remaining: u64,
     before_reset_ms: u64,
@@ -22,9 +23,10 @@ struct Outcome {
     token: u64,
 }
 
-const FIELDS: usize = 8;
+/// Fields a script answers per check.
+pub(crate) const FIELDS: usize = 8;
 
-fn outcome(limit: u64, fields: &[i64]) -> Result<Outcome, StoreError> {
+pub(crate) fn outcome(limit: u64, fields: &[i64]) -> Result<Outcome, StoreError> {
     let [
         allowed,
         remaining,
@@ -81,23 +83,65 @@ fn push_params(args: &mut Vec<String>, check: &Check<'_>) {
     args.push(check.cost.to_string());
 }
 
-/// One check through its algorithm's script.
-pub(crate) async fn check(
-    runner: &dyn ScriptRunner,
+/// One check: through its algorithm's script when nothing is in flight on its slot, else in
+/// the next group call (see [`group`](super::group)).
+pub(crate) async fn check<R: ScriptRunner>(
+    runner: &Arc<R>,
     check: &Check<'_>,
     now_ms: u64,
 ) -> Result<Decision, StoreError> {
     validate(check)?;
     let layout = runner.layout();
-    let algorithm = check.params.algorithm;
-    let keys = keys::limit_keys(&layout.prefix, check.policy, check.key, algorithm);
-    let mut args = Vec::with_capacity(7);
-    args.push(now_ms.to_string());
-    push_params(&mut args, check);
-    args.push(u64::from(algorithm == Algorithm::LeakyBucket).to_string());
-    args.push(layout.ttl_grace_ms.to_string());
-    let answer = runner.run(ScriptId::check(algorithm), keys, args).await?;
-    Ok(outcome(check.params.limit, &answer)?.decision)
+    let keys = keys::limit_keys(
+        &layout.prefix,
+        check.policy,
+        check.key,
+        check.params.algorithm,
+    );
+    let slot = keys.first().map_or(0, |key| runner.slot(key));
+    let pending = Pending {
+        keys,
+        params: check.params,
+        cost: check.cost,
+        now_ms,
+    };
+    runner
+        .bounds()
+        .call(async {
+            runner.routable().await?;
+            let shared: Arc<dyn ScriptRunner> = Arc::clone(runner) as Arc<dyn ScriptRunner>;
+            match Groups::join(&shared, slot, pending) {
+                Joined::Lead(lead, pending) => {
+                    let decision = alone(&*shared, pending).await;
+                    drop(lead);
+                    decision
+                }
+                Joined::Queued(answer) => answer
+                    .await
+                    .map_err(|_| StoreError::Backend("group call dropped its checks".into()))?,
+            }
+        })
+        .await
+}
+
+/// One check through its algorithm's script.
+async fn alone(runner: &dyn ScriptRunner, pending: Pending) -> Result<Decision, StoreError> {
+    let params = &pending.params;
+    let algorithm = params.algorithm;
+    let args = vec![
+        pending.now_ms.to_string(),
+        params.limit.to_string(),
+        params.window_ms.to_string(),
+        params.burst.to_string(),
+        pending.cost.to_string(),
+        u64::from(algorithm == Algorithm::LeakyBucket).to_string(),
+        runner.layout().ttl_grace_ms.to_string(),
+    ];
+    runner.groups().observe(runner, 1);
+    let answer = runner
+        .eval(ScriptId::check(algorithm), pending.keys, args)
+        .await?;
+    Ok(outcome(params.limit, &answer)?.decision)
 }
 
 /// The KEYS and ARGV of a batch or refund call: `now`, the count and the TTL grace, then per

@@ -28,6 +28,7 @@ use fred::types::FromValue;
 use fred::types::scripts::Script;
 
 use super::bounds::Bounds;
+use super::group::Groups;
 use super::keys::{self, Layout};
 use super::scripts::ScriptId;
 use super::{ScriptRunner, script_store};
@@ -49,6 +50,7 @@ pub(crate) struct ClusterClient {
     scripts: Vec<Script>,
     layout: Layout,
     bounds: Bounds,
+    groups: Groups,
 }
 
 impl std::fmt::Debug for ClusterClient {
@@ -163,6 +165,7 @@ impl ClusterStore {
                 client,
                 scripts,
                 layout: Layout::new(config.prefix, config.ttl_grace),
+                groups: Groups::default(),
                 bounds: Bounds::new(timeout, max_in_flight),
             }),
         })
@@ -219,6 +222,10 @@ impl ScriptRunner for ClusterClient {
 
     fn bounds(&self) -> &Bounds {
         &self.bounds
+    }
+
+    fn groups(&self) -> &Groups {
+        &self.groups
     }
 
     fn slot(&self, key: &str) -> u16 {

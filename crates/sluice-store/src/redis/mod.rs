@@ -3,7 +3,7 @@
 //! the `redis` crate; [`cluster`]: a Redis Cluster through `fred`); everything else is
 //! written once over it:
 //! - [`checks`]: a check or an all-or-nothing batch as EVALSHA of the [`scripts`], and the
-//!   answer as a decision;
+//!   answer as a decision; [`group`]: checks queued behind a call in flight go as one call;
 //! - [`overrides`]: the run-time limit overrides;
 //! - [`replicated`]: the window counters of `scope = "replicated"`, on this region's Redis
 //!   and the peers';
@@ -15,6 +15,7 @@
 pub(crate) mod bounds;
 pub(crate) mod checks;
 pub(crate) mod cluster;
+pub(crate) mod group;
 pub mod keys;
 pub(crate) mod overrides;
 pub mod replicated;
@@ -25,6 +26,7 @@ use async_trait::async_trait;
 
 use crate::{StoreError, StoreKind};
 use bounds::Bounds;
+use group::Groups;
 use keys::Layout;
 use scripts::ScriptId;
 
@@ -44,6 +46,9 @@ pub(crate) trait ScriptRunner: Send + Sync + std::fmt::Debug + 'static {
 
     /// The in-flight bound and the timeouts of this store.
     fn bounds(&self) -> &Bounds;
+
+    /// The checks queued behind calls in flight (group commit).
+    fn groups(&self) -> &Groups;
 
     /// The slot `key` lives on: the keys of one script call must share it. One server has
     /// one slot for every key.
@@ -129,7 +134,7 @@ macro_rules! script_store {
                 check: &$crate::Check<'_>,
                 now_ms: u64,
             ) -> Result<sluice_core::Decision, $crate::StoreError> {
-                $crate::redis::checks::check(&*self.client, check, now_ms).await
+                $crate::redis::checks::check(&self.client, check, now_ms).await
             }
 
             async fn check_all(
@@ -142,6 +147,10 @@ macro_rules! script_store {
 
             async fn ping(&self) -> Result<(), $crate::StoreError> {
                 $crate::redis::ScriptRunner::ping(&*self.client).await
+            }
+
+            fn set_batch_observer(&self, observer: std::sync::Arc<dyn $crate::BatchObserver>) {
+                $crate::redis::ScriptRunner::groups(&*self.client).set_observer(observer);
             }
         }
 

@@ -9,6 +9,8 @@
 //!   `sliding_window_log`, `token_bucket`, and `gcra`, which also serves leaky_bucket);
 //! - `batch`: several checks whose keys share one slot, decided in order and committed only
 //!   if every one is allowed (on a single Redis every batch is one `batch` call);
+//! - `group`: checks that queued behind a call in flight, decided each on its own in one
+//!   call (group commit, see `group.rs`);
 //! - `refund`: gives back what checks consumed, for cross-slot batches on a cluster
 //!   (consume-then-refund);
 //! - `replicated` and `merge`: the window counters of `scope = "replicated"`, the first
@@ -42,7 +44,7 @@ macro_rules! check_script {
 }
 
 /// Every algorithm's functions and the table of them by code, for the scripts that run any
-/// algorithm (batch, refund): the window weighting before the sliding window counter that
+/// algorithm (batch, group, refund): the window weighting before the sliding window counter that
 /// uses it.
 macro_rules! algorithms {
     ($($main:literal),+) => {
@@ -70,6 +72,8 @@ pub(crate) enum ScriptId {
     /// gcra and leaky_bucket (one state, a flag tells them apart).
     Gcra,
     Batch,
+    /// Checks decided each on its own in one call (group commit).
+    Group,
     Refund,
     /// Replicated window counters (scope = "replicated"), see `replicated.rs`.
     Replicated,
@@ -83,13 +87,14 @@ pub(crate) enum ScriptId {
 
 impl ScriptId {
     /// Every script, in [`index`](Self::index) order.
-    pub(crate) const ALL: [ScriptId; 11] = [
+    pub(crate) const ALL: [ScriptId; 12] = [
         ScriptId::FixedWindow,
         ScriptId::SlidingWindowCounter,
         ScriptId::SlidingWindowLog,
         ScriptId::TokenBucket,
         ScriptId::Gcra,
         ScriptId::Batch,
+        ScriptId::Group,
         ScriptId::Refund,
         ScriptId::Replicated,
         ScriptId::Merge,
@@ -126,6 +131,7 @@ impl ScriptId {
             ScriptId::TokenBucket => check_script!("token_bucket" in "token_bucket.lua"),
             ScriptId::Gcra => check_script!("gcra" in "gcra.lua"),
             ScriptId::Batch => algorithms!("batch.lua"),
+            ScriptId::Group => algorithms!("group.lua"),
             ScriptId::Refund => algorithms!("refund.lua"),
             ScriptId::Replicated => lua!("common.lua", "window.lua", "replicated.lua"),
             ScriptId::Merge => lua!("merge.lua"),

@@ -14,6 +14,7 @@ use ::redis::{FromRedisValue, RedisError};
 use async_trait::async_trait;
 
 use super::bounds::Bounds;
+use super::group::Groups;
 use super::keys::Layout;
 use super::scripts::ScriptId;
 use super::{ScriptRunner, script_store};
@@ -35,6 +36,7 @@ pub(crate) struct SingleClient {
     scripts: Vec<::redis::Script>,
     layout: Layout,
     bounds: Bounds,
+    groups: Groups,
 }
 
 impl std::fmt::Debug for SingleClient {
@@ -80,6 +82,7 @@ impl RedisStore {
                 manager,
                 scripts,
                 layout: Layout::new(config.prefix, config.ttl_grace),
+                groups: Groups::default(),
                 bounds: Bounds::new(config.timeout, config.max_in_flight),
             }),
         })
@@ -135,6 +138,10 @@ impl ScriptRunner for SingleClient {
 
     fn bounds(&self) -> &Bounds {
         &self.bounds
+    }
+
+    fn groups(&self) -> &Groups {
+        &self.groups
     }
 
     async fn eval(
