@@ -75,6 +75,8 @@ pub struct App {
     pub clock: Arc<dyn Clock>,
     /// The file's policies and the run-time overrides they are compiled with.
     pub limits: Arc<RuntimeLimits>,
+    /// Where the overrides are stored (the backend's, shared by every daemon on it).
+    pub overrides: Arc<dyn sluice_store::OverrideStore>,
     /// `admin.token`; `None` keeps the admin API off. Shared, as axum clones the app for
     /// every request.
     pub admin_token: Option<Arc<str>>,
@@ -100,6 +102,7 @@ impl App {
             limiter: Arc::new(limiter),
             clock,
             limits: Arc::new(limits),
+            overrides: stores.overrides,
             admin_token: settings.admin_token,
             rls: Arc::new(ArcSwap::from_pointee(settings.rls)),
             region: Arc::new(settings.region),

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use arc_swap::ArcSwap;
 use sluice_api::{MAX_BATCH, MAX_KEY_BYTES};
 use sluice_core::{CheckError, Decision};
-use sluice_store::{Check, Store, StoreError};
+use sluice_store::{Check, Store, StoreError, StoreKind};
 use tracing::Span;
 
 use crate::metrics::{Metrics, PolicyTierLabels, RequestLabels};
@@ -108,9 +108,11 @@ impl Limiter {
         metrics: Arc<Metrics>,
         timeout: Duration,
     ) -> Self {
-        let timeout = (store.kind() != "memory").then_some(timeout);
-        let redis = matches!(store.kind(), "redis" | "cluster").then_some(store.kind());
-        metrics.prime(store.kind(), policies.names());
+        let kind = store.kind();
+        let timeout = kind.is_redis().then_some(timeout);
+        let redis = kind.is_redis().then_some(kind.as_str());
+        metrics.prime(kind.as_str(), policies.names());
+        store.set_batch_observer(metrics.batch_observer());
         let top = TopKeys::new();
         top.retain_policies(policies.names());
         Limiter {
@@ -193,7 +195,8 @@ impl Limiter {
 
     /// Swaps in a new policy set; checks in flight finish on the old one.
     pub fn replace_policies(&self, policies: PolicySet) {
-        self.metrics.prime(self.store.kind(), policies.names());
+        self.metrics
+            .prime(self.store.kind().as_str(), policies.names());
         self.top.retain_policies(policies.names());
         if let Some(replicated) = &self.region.replicated {
             replicated.set_policies(policies.replicated());
@@ -223,7 +226,7 @@ impl Limiter {
         let resolved = self.resolve(&self.policies.load(), input, None)?;
         let span = telemetry::check_span(parent);
         span.record("ratelimit.policy", &*resolved.policy.name);
-        span.record("ratelimit.backend", self.store.kind());
+        span.record("ratelimit.backend", self.store.kind().as_str());
         let started = Instant::now();
         let result = self
             .call_store(&resolved.check, resolved.policy.scope, now_ms, &span)
@@ -270,7 +273,7 @@ impl Limiter {
         let span = telemetry::check_span(parent);
         let result = self.decide_batch(inputs, now_ms, &span).await;
         if !span.is_disabled() {
-            span.record("ratelimit.backend", self.store.kind());
+            span.record("ratelimit.backend", self.store.kind().as_str());
             span.record(
                 "ratelimit.checks",
                 i64::try_from(inputs.len()).unwrap_or(i64::MAX),
@@ -329,7 +332,7 @@ impl Limiter {
                 field: Some(format!("checks[{i}].policy")),
             });
         }
-        if scope == Scope::Replicated && self.store.kind() == "cluster" {
+        if scope == Scope::Replicated && self.store.kind() == StoreKind::Cluster {
             let slot = |r: &Resolved<'_>| sluice_store::keys::slot(r.check.policy, r.check.key);
             let first = slot(&resolved[0]);
             if let Some(i) = resolved.iter().position(|r| slot(r) != first) {
@@ -438,7 +441,7 @@ impl Limiter {
     ) -> Result<Decision, StoreError> {
         let (store, timeout, redis) = self.route(scope)?;
         let op = check.params.algorithm.as_str();
-        let child = telemetry::backend_span(span, store.kind(), op);
+        let child = telemetry::backend_span(span, store.kind().as_str(), op);
         if let Some(result) = store.check_now(check, now_ms) {
             self.backend_call_done(&child, redis, op, None, result.as_ref().err());
             return result;
@@ -458,7 +461,7 @@ impl Limiter {
         span: &Span,
     ) -> Result<Vec<Decision>, StoreError> {
         let (store, timeout, redis) = self.route(scope)?;
-        let child = telemetry::backend_span(span, store.kind(), BATCH_OP);
+        let child = telemetry::backend_span(span, store.kind().as_str(), BATCH_OP);
         let started = redis.map(|_| Instant::now());
         let result = within(timeout, store.check_all(checks, now_ms)).await;
         self.backend_call_done(&child, redis, BATCH_OP, started, result.as_ref().err());
@@ -577,7 +580,8 @@ impl Limiter {
                 field: field.to_owned(),
             });
         }
-        self.metrics.backend_failed(self.store.kind(), err.kind());
+        self.metrics
+            .backend_failed(self.store.kind().as_str(), err.kind());
         let closed = resolved.iter().any(|r| r.policy.fail == FailMode::Closed);
         for r in &resolved {
             if closed {

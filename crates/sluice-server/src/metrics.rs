@@ -18,7 +18,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use sluice_core::Algorithm;
-use sluice_store::ReplicationObserver;
+use sluice_store::{BatchObserver, ReplicationObserver, StoreKind};
 
 use crate::histogram::{MAX_BUCKETS, StripedHistogram};
 
@@ -86,6 +86,8 @@ const REDIS_BUCKETS: [f64; 9] = [
 const CHECK_BUCKETS: [f64; 12] = [
     0.000_025, 0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1,
 ];
+/// Checks per script call: 1 alone, up to 64 in one group.
+const BATCH_SIZE_BUCKETS: [f64; 7] = [1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0];
 const UTILIZATION_BUCKETS: [f64; 6] = [0.5, 0.75, 0.9, 0.95, 0.99, 1.0];
 /// From a fast link (sync_interval 10ms) to a partition of a minute.
 const LAG_BUCKETS: [f64; 12] = [
@@ -95,6 +97,7 @@ const LAG_BUCKETS: [f64; 12] = [
 const _: () = assert!(
     REDIS_BUCKETS.len() <= MAX_BUCKETS
         && CHECK_BUCKETS.len() <= MAX_BUCKETS
+        && BATCH_SIZE_BUCKETS.len() <= MAX_BUCKETS
         && UTILIZATION_BUCKETS.len() <= MAX_BUCKETS
         && LAG_BUCKETS.len() <= MAX_BUCKETS,
     "a bucket set is larger than StripedHistogram holds"
@@ -126,6 +129,10 @@ fn check_histogram() -> StripedHistogram {
     StripedHistogram::new(&CHECK_BUCKETS)
 }
 
+fn batch_size_histogram() -> StripedHistogram {
+    StripedHistogram::new(&BATCH_SIZE_BUCKETS)
+}
+
 fn utilization_histogram() -> StripedHistogram {
     StripedHistogram::new(&UTILIZATION_BUCKETS)
 }
@@ -140,6 +147,7 @@ pub struct Metrics {
     registry: Registry,
     requests: Family<RequestLabels, Counter>,
     redis_duration: HistogramFamily<BackendOpLabels>,
+    redis_batch_size: HistogramFamily<BackendLabels>,
     check_duration: HistogramFamily<PolicyLabels>,
     fail_open: Family<PolicyReasonLabels, Counter>,
     fail_closed: Family<PolicyReasonLabels, Counter>,
@@ -166,6 +174,8 @@ impl Metrics {
         let requests = Family::<RequestLabels, Counter>::default();
         let redis_duration: HistogramFamily<BackendOpLabels> =
             Family::new_with_constructor(redis_histogram);
+        let redis_batch_size: HistogramFamily<BackendLabels> =
+            Family::new_with_constructor(batch_size_histogram);
         let check_duration: HistogramFamily<PolicyLabels> =
             Family::new_with_constructor(check_histogram);
         let fail_open = Family::<PolicyReasonLabels, Counter>::default();
@@ -191,6 +201,11 @@ impl Metrics {
             "rate_limit_redis_duration_seconds",
             "Duration of backend calls to Redis",
             Described(redis_duration.clone()),
+        );
+        registry.register(
+            "rate_limit_redis_batch_size",
+            "Checks per Redis script call (more than one: checks grouped behind a call in flight)",
+            Described(redis_batch_size.clone()),
         );
         registry.register(
             "rate_limit_check_duration_seconds",
@@ -256,6 +271,7 @@ impl Metrics {
             registry,
             requests,
             redis_duration,
+            redis_batch_size,
             check_duration,
             fail_open,
             fail_closed,
@@ -269,6 +285,12 @@ impl Metrics {
             replication_pending,
             replication_errors,
         }
+    }
+
+    /// Hears how many checks each script call to Redis carried
+    /// (`rate_limit_redis_batch_size`).
+    pub fn batch_observer(&self) -> Arc<dyn BatchObserver> {
+        Arc::new(BatchSizes(self.redis_batch_size.clone()))
     }
 
     /// Creates the zero series of every peer region.
@@ -341,6 +363,10 @@ impl Metrics {
             drop(self.keys.get_or_create(&BackendLabels { backend }));
         }
         if matches!(backend, "redis" | "cluster") {
+            drop(
+                self.redis_batch_size
+                    .get_or_create(&BackendLabels { backend }),
+            );
             let ops = Algorithm::ALL.iter().map(|a| a.as_str()).chain(["batch"]);
             for op in ops {
                 drop(
@@ -530,5 +556,20 @@ impl ReplicationObserver for ReplicationMetrics {
         self.errors
             .get_or_create(&PeerLabels { peer: peer.into() })
             .inc();
+    }
+}
+
+/// `rate_limit_redis_batch_size`, fed by the Redis stores.
+#[derive(Debug)]
+struct BatchSizes(HistogramFamily<BackendLabels>);
+
+impl BatchObserver for BatchSizes {
+    fn batch(&self, backend: StoreKind, checks: usize) {
+        #[allow(clippy::cast_precision_loss)] // at most 64
+        self.0
+            .get_or_create(&BackendLabels {
+                backend: backend.as_str(),
+            })
+            .observe(checks as f64);
     }
 }

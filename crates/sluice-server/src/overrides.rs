@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use sluice_store::{LimitOverride, StoreError};
+use sluice_store::{LimitOverride, OverrideStore, StoreError};
 
 use crate::config::{FieldError, PolicyConfig, TierConfig};
 use crate::limiter::Limiter;
@@ -177,13 +177,16 @@ impl RuntimeLimits {
 
 /// Brings `limits` and the policies of `limiter` up to the backend's overrides when their
 /// version moved.
-pub async fn sync(limits: &RuntimeLimits, limiter: &Limiter) -> Result<(), StoreError> {
-    let store = limiter.store();
-    let version = store.overrides_version().await?;
+pub async fn sync(
+    limits: &RuntimeLimits,
+    store: &dyn OverrideStore,
+    limiter: &Limiter,
+) -> Result<(), StoreError> {
+    let version = store.version().await?;
     if limits.state.lock().version == Some(version) {
         return Ok(());
     }
-    let (version, overrides) = store.overrides().await?;
+    let (version, overrides) = store.list().await?;
     if let Some(policies) = limits.adopt(version, overrides) {
         limiter.replace_policies(policies);
         tracing::info!(version, "limit overrides applied");
@@ -194,6 +197,7 @@ pub async fn sync(limits: &RuntimeLimits, limiter: &Limiter) -> Result<(), Store
 /// Polls the backend every [`SYNC_EVERY`] until `stop` resolves.
 pub async fn sync_loop(
     limits: Arc<RuntimeLimits>,
+    store: Arc<dyn OverrideStore>,
     limiter: Arc<Limiter>,
     stop: impl std::future::Future<Output = ()>,
 ) {
@@ -204,7 +208,7 @@ pub async fn sync_loop(
         tokio::select! {
             _ = &mut stop => return,
             _ = ticks.tick() => {
-                if let Err(err) = sync(&limits, &limiter).await {
+                if let Err(err) = sync(&limits, &*store, &limiter).await {
                     tracing::debug!(error = %err, "could not read limit overrides");
                 }
             }

@@ -127,6 +127,7 @@ pub async fn serve_until(
     }
     let sync = tokio::spawn(overrides::sync_loop(
         app.limits.clone(),
+        app.overrides.clone(),
         app.limiter.clone(),
         stopped(stop_rx.clone()),
     ));
@@ -186,7 +187,7 @@ async fn housekeep(app: App, stop: impl Future<Output = ()>) {
                 let store = app.limiter.store();
                 store.housekeep(app.clock.now_ms());
                 if let Some(keys) = store.tracked_keys() {
-                    app.limiter.metrics().set_keys(store.kind(), keys);
+                    app.limiter.metrics().set_keys(store.kind().as_str(), keys);
                 }
             }
         }

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use sluice_store::{
-    ClusterStore, ConfigError, MemoryStore, PeerBackend, RedisStore, ReplicatedStore,
-    ReplicatedStoreConfig, SharedBackend, Store,
+    ClusterStore, ConfigError, MemoryStore, OverrideStore, PeerBackend, RedisStore,
+    ReplicatedStore, ReplicatedStoreConfig, SharedBackend, Store,
 };
 
 use crate::clock::Clock;
@@ -17,8 +17,10 @@ use crate::config::{BackendSettings, RegionSettings};
 /// Every store of the daemon.
 #[derive(Debug, Clone)]
 pub struct Stores {
-    /// `scope = "local"` policies (the default), and the overrides.
+    /// `scope = "local"` policies (the default).
     pub local: Arc<dyn Store>,
+    /// The run-time limit overrides, on the same backend as `local`.
+    pub overrides: Arc<dyn OverrideStore>,
     pub region: RegionStores,
 }
 
@@ -32,10 +34,12 @@ pub struct RegionStores {
 }
 
 impl Stores {
-    /// A single region deciding on `local` (tests hand in stores of their own).
+    /// A single region deciding on `local`, its overrides in process memory (tests hand in
+    /// stores of their own).
     pub fn local(local: Arc<dyn Store>) -> Stores {
         Stores {
             local,
+            overrides: Arc::new(MemoryStore::default()),
             region: RegionStores::default(),
         }
     }
@@ -47,7 +51,7 @@ impl Stores {
         region: &RegionSettings,
         clock: Arc<dyn Clock>,
     ) -> Result<Stores, ConfigError> {
-        let local = store(backend)?;
+        let (local, overrides) = with_overrides(backend)?;
         let mut stores = RegionStores::default();
         if let Some(global) = &region.global {
             let timeout = global.timeout().unwrap_or(Duration::from_secs(1));
@@ -75,6 +79,7 @@ impl Stores {
         }
         Ok(Stores {
             local,
+            overrides,
             region: stores,
         })
     }
@@ -82,22 +87,30 @@ impl Stores {
 
 /// The store of `settings`.
 pub fn store(settings: &BackendSettings) -> Result<Arc<dyn Store>, ConfigError> {
+    with_overrides(settings).map(|(store, _)| store)
+}
+
+/// One backend as the store of the counters and as the keeper of the overrides.
+type WithOverrides = (Arc<dyn Store>, Arc<dyn OverrideStore>);
+
+/// The store of `settings`, and the same backend as the keeper of the overrides.
+fn with_overrides(settings: &BackendSettings) -> Result<WithOverrides, ConfigError> {
+    fn both<S: Store + OverrideStore>(store: S) -> WithOverrides {
+        let store = Arc::new(store);
+        (store.clone(), store)
+    }
     Ok(match settings {
-        BackendSettings::Memory(config) => Arc::new(MemoryStore::new(*config)),
-        BackendSettings::Redis(config) => Arc::new(RedisStore::new(config.clone())?),
-        BackendSettings::Cluster(config) => Arc::new(ClusterStore::new(config.clone())?),
+        BackendSettings::Memory(config) => both(MemoryStore::new(*config)),
+        BackendSettings::Redis(config) => both(RedisStore::new(config.clone())?),
+        BackendSettings::Cluster(config) => both(ClusterStore::new(config.clone())?),
     })
 }
 
 /// A backend other regions write into (never process memory: the compile refuses it).
 fn shared(settings: &BackendSettings) -> Result<SharedBackend, ConfigError> {
     match settings {
-        BackendSettings::Redis(config) => {
-            Ok(SharedBackend::Redis(RedisStore::new(config.clone())?))
-        }
-        BackendSettings::Cluster(config) => {
-            Ok(SharedBackend::Cluster(ClusterStore::new(config.clone())?))
-        }
+        BackendSettings::Redis(config) => Ok(RedisStore::new(config.clone())?.into()),
+        BackendSettings::Cluster(config) => Ok(ClusterStore::new(config.clone())?.into()),
         BackendSettings::Memory(_) => Err(ConfigError::Client(
             "process memory cannot be shared between regions".into(),
         )),

@@ -134,7 +134,7 @@ impl ClusterStoreConfig {
             return Err(ConfigError::NoNodes);
         }
         for node in &self.nodes {
-            crate::cluster::parse_node(node)?;
+            crate::redis::cluster::parse_node(node)?;
         }
         Ok(())
     }
@@ -182,7 +182,7 @@ pub(crate) fn check_common(
     timeout: Duration,
     max_in_flight: usize,
 ) -> Result<(), ConfigError> {
-    if !crate::keys::valid_prefix(prefix) {
+    if !crate::redis::keys::valid_prefix(prefix) {
         return Err(ConfigError::InvalidPrefix(prefix.to_owned()));
     }
     if timeout.is_zero() {

@@ -1,7 +1,8 @@
 //! Storage of rate-limit state behind one narrow async trait, so the daemon does not care
 //! whether counters live in process memory, in Redis or in a Redis Cluster.
 //!
-//! A store is used as `Arc<dyn Store>`. It receives the policy's parameters and the time with
+//! A store is used as `Arc<dyn Store>`; the run-time limit overrides the admin API writes
+//! live beside it behind [`OverrideStore`] (every backend implements both). It receives the policy's parameters and the time with
 //! every call (the daemon owns the clock and the config), and decides with the arithmetic of
 //! `sluice-core`, so every backend gives the same decisions for the same inputs.
 //!
@@ -16,7 +17,8 @@
 //! which wraps this region's backend and the peers' and ships per-region window counters
 //! between them (see [`replicated`] for the state, the overshoot bound and partitions).
 //!
-//! On Redis each algorithm is a Lua script (`src/lua/`) mirroring the core's integer
+//! Everything on Redis lives under `src/redis/`, written once over the one trait both clients
+//! implement (a Redis that runs a script). Each algorithm is a Lua script (`src/redis/lua/`) mirroring the core's integer
 //! arithmetic exactly, run by EVALSHA with the daemon's `now` (loaded on NOSCRIPT, never
 //! re-sent per call): one check is one EVALSHA. Keys follow [`keys`]:
 //! `{prefix}:{<policy>:<key>}:<suffix>`, every key with a TTL equal to the time until its
@@ -29,28 +31,21 @@
 //! `Unavailable`. Both reconnect by themselves, so the same store serves again once the
 //! server is back or the cluster has failed over.
 
-mod bounds;
-mod cluster;
 mod config;
 mod error;
-pub mod keys;
 mod memory;
-mod overrides;
 mod redis;
-pub mod replicated;
-mod scripts;
 mod store;
 
-pub use cluster::ClusterStore;
 pub use config::{
     ClusterStoreConfig, ConfigError, DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_IN_FLIGHT,
     DEFAULT_TIMEOUT, RedisStoreConfig, redact_url,
 };
 pub use error::StoreError;
 pub use memory::{MemoryStore, MemoryStoreConfig};
-pub use redis::RedisStore;
-pub use replicated::{
+pub use redis::replicated::{
     PeerBackend, ReplicatedStore, ReplicatedStoreConfig, Replication, ReplicationObserver,
     SharedBackend,
 };
-pub use store::{Check, LimitOverride, Store};
+pub use redis::{ClusterStore, RedisStore, keys, replicated};
+pub use store::{BatchObserver, Check, LimitOverride, OverrideStore, Store, StoreKind};

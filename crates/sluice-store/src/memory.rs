@@ -14,7 +14,7 @@ use hashbrown::HashTable;
 use parking_lot::{Mutex, MutexGuard};
 use sluice_core::{Decision, State};
 
-use crate::{Check, LimitOverride, Store, StoreError};
+use crate::{Check, LimitOverride, OverrideStore, Store, StoreError, StoreKind};
 
 /// Sizing of a [`MemoryStore`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -338,8 +338,8 @@ impl MemoryStore {
 
 #[async_trait]
 impl Store for MemoryStore {
-    fn kind(&self) -> &'static str {
-        "memory"
+    fn kind(&self) -> StoreKind {
+        StoreKind::Memory
     }
 
     async fn check(&self, check: &Check<'_>, now_ms: u64) -> Result<Decision, StoreError> {
@@ -417,33 +417,6 @@ impl Store for MemoryStore {
         Ok(decisions)
     }
 
-    async fn put_override(&self, change: &LimitOverride) -> Result<(), StoreError> {
-        let mut overrides = self.overrides.lock();
-        overrides.0 += 1;
-        overrides
-            .1
-            .insert((change.policy.clone(), change.tier.clone()), change.clone());
-        Ok(())
-    }
-
-    async fn delete_override(&self, policy: &str, tier: &str) -> Result<bool, StoreError> {
-        let mut overrides = self.overrides.lock();
-        overrides.0 += 1;
-        Ok(overrides
-            .1
-            .remove(&(policy.to_owned(), tier.to_owned()))
-            .is_some())
-    }
-
-    async fn overrides(&self) -> Result<(u64, Vec<LimitOverride>), StoreError> {
-        let overrides = self.overrides.lock();
-        Ok((overrides.0, overrides.1.values().cloned().collect()))
-    }
-
-    async fn overrides_version(&self) -> Result<u64, StoreError> {
-        Ok(self.overrides.lock().0)
-    }
-
     fn tracked_keys(&self) -> Option<u64> {
         Some(self.keys.load(Ordering::Relaxed))
     }
@@ -455,6 +428,36 @@ impl Store for MemoryStore {
                 .retain(&self.hasher, |entry| entry.expires_at > now_ms);
             self.keys.fetch_sub(freed, Ordering::Relaxed);
         }
+    }
+}
+
+#[async_trait]
+impl OverrideStore for MemoryStore {
+    async fn put(&self, change: &LimitOverride) -> Result<(), StoreError> {
+        let mut overrides = self.overrides.lock();
+        overrides.0 += 1;
+        overrides
+            .1
+            .insert((change.policy.clone(), change.tier.clone()), change.clone());
+        Ok(())
+    }
+
+    async fn delete(&self, policy: &str, tier: &str) -> Result<bool, StoreError> {
+        let mut overrides = self.overrides.lock();
+        overrides.0 += 1;
+        Ok(overrides
+            .1
+            .remove(&(policy.to_owned(), tier.to_owned()))
+            .is_some())
+    }
+
+    async fn list(&self) -> Result<(u64, Vec<LimitOverride>), StoreError> {
+        let overrides = self.overrides.lock();
+        Ok((overrides.0, overrides.1.values().cloned().collect()))
+    }
+
+    async fn version(&self) -> Result<u64, StoreError> {
+        Ok(self.overrides.lock().0)
     }
 }
 

@@ -1,4 +1,5 @@
-//! The one trait every backend implements.
+//! The traits the backends implement: [`Store`] for the counters of every check, and
+//! [`OverrideStore`] for the run-time limit overrides the admin API writes.
 
 use async_trait::async_trait;
 use sluice_core::{Decision, Params};
@@ -28,11 +29,44 @@ pub struct LimitOverride {
     pub burst: Option<u64>,
 }
 
+/// The backends sluice can keep state in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum StoreKind {
+    /// Process memory: one daemon, never waits.
+    Memory,
+    /// One Redis server.
+    Redis,
+    /// A Redis Cluster: the keys of one call must share a slot.
+    Cluster,
+}
+
+impl StoreKind {
+    /// The `backend` label of the metrics: `memory`, `redis` or `cluster`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StoreKind::Memory => "memory",
+            StoreKind::Redis => "redis",
+            StoreKind::Cluster => "cluster",
+        }
+    }
+
+    /// Whether calls go over the network to Redis (and so are bounded by a timeout).
+    pub fn is_redis(self) -> bool {
+        self != StoreKind::Memory
+    }
+}
+
+impl std::fmt::Display for StoreKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// Where rate-limit state lives. Object safe: the daemon holds an `Arc<dyn Store>`.
 #[async_trait]
 pub trait Store: Send + Sync + std::fmt::Debug + 'static {
-    /// The backend's name as metrics label it: `memory`, `redis` or `cluster`.
-    fn kind(&self) -> &'static str;
+    /// Which backend this is (its metric label, and what the daemon may expect of it).
+    fn kind(&self) -> StoreKind;
 
     /// Decides one check at `now_ms` (unix ms), consuming when allowed.
     async fn check(&self, check: &Check<'_>, now_ms: u64) -> Result<Decision, StoreError>;
@@ -54,34 +88,6 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
         now_ms: u64,
     ) -> Result<Vec<Decision>, StoreError>;
 
-    /// Stores `change`, replacing the override of its policy and tier, and bumps the version.
-    /// Every backend of sluice keeps overrides; the default is for stores that do not.
-    async fn put_override(&self, _change: &LimitOverride) -> Result<(), StoreError> {
-        Err(StoreError::Unavailable(format!(
-            "the {} store keeps no overrides",
-            self.kind()
-        )))
-    }
-
-    /// Removes the override of (policy, tier); whether there was one. Bumps the version.
-    async fn delete_override(&self, _policy: &str, _tier: &str) -> Result<bool, StoreError> {
-        Err(StoreError::Unavailable(format!(
-            "the {} store keeps no overrides",
-            self.kind()
-        )))
-    }
-
-    /// The version the overrides are at and every stored override, sorted.
-    async fn overrides(&self) -> Result<(u64, Vec<LimitOverride>), StoreError> {
-        Ok((0, Vec::new()))
-    }
-
-    /// A number every change increases: cheap to poll, so a daemon reloads the overrides
-    /// only when another one changed them.
-    async fn overrides_version(&self) -> Result<u64, StoreError> {
-        Ok(0)
-    }
-
     /// Whether the backend answers (`/readyz`).
     async fn ping(&self) -> Result<(), StoreError> {
         Ok(())
@@ -92,6 +98,37 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
         None
     }
 
+    /// Sets who hears how many checks each script call to Redis carried (group commit); the
+    /// stores that make no such calls ignore it.
+    fn set_batch_observer(&self, _observer: std::sync::Arc<dyn BatchObserver>) {}
+
     /// Periodic upkeep at `now_ms`, such as forgetting expired keys. Called by the daemon.
     fn housekeep(&self, _now_ms: u64) {}
+}
+
+/// What a Redis store reports about its script calls, for the daemon's metrics (the store
+/// holds no observability code of its own).
+pub trait BatchObserver: Send + Sync + std::fmt::Debug {
+    /// A script call to a `backend` carried `checks` single checks (1: a check alone; more:
+    /// checks that queued behind a call in flight and went as one group).
+    fn batch(&self, backend: StoreKind, checks: usize);
+}
+
+/// Where run-time limit overrides live, apart from the counters: every daemon sharing a
+/// backend reads the same overrides, so they survive restarts and reach every daemon. Object
+/// safe: the daemon holds an `Arc<dyn OverrideStore>`.
+#[async_trait]
+pub trait OverrideStore: Send + Sync + std::fmt::Debug + 'static {
+    /// Stores `change`, replacing the override of its policy and tier, and bumps the version.
+    async fn put(&self, change: &LimitOverride) -> Result<(), StoreError>;
+
+    /// Removes the override of (policy, tier); whether there was one. Bumps the version.
+    async fn delete(&self, policy: &str, tier: &str) -> Result<bool, StoreError>;
+
+    /// The version the overrides are at and every stored override, sorted.
+    async fn list(&self) -> Result<(u64, Vec<LimitOverride>), StoreError>;
+
+    /// A number every change increases: cheap to poll, so a daemon reloads the overrides
+    /// only when another one changed them.
+    async fn version(&self) -> Result<u64, StoreError>;
 }

@@ -9,17 +9,30 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use sluice_core::{Algorithm, Params};
-use sluice_store::Check;
+use sluice_store::{BatchObserver, Check, StoreKind};
 
 const TASKS: usize = 40;
 const PER_TASK: usize = 25; // 1000 checks per key
 
-/// Every check at the same `now` (no refill, no window edge): exactly the capacity passes.
+/// The largest group of checks a script call carried.
+#[derive(Debug, Default)]
+struct LargestGroup(AtomicU64);
+
+impl BatchObserver for LargestGroup {
+    fn batch(&self, _backend: StoreKind, checks: usize) {
+        self.0.fetch_max(checks as u64, Ordering::Relaxed);
+    }
+}
+
+/// Every check at the same `now` (no refill, no window edge): exactly the capacity passes,
+/// on Redis through group commit (checks queued behind a call in flight go as one call).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_checks_admit_exactly_the_limit() {
     let servers = common::Servers::start();
     let now = common::now_ms();
     for (name, store) in common::all_stores(&servers, "conc").await {
+        let largest = Arc::new(LargestGroup::default());
+        store.set_batch_observer(largest.clone());
         for algorithm in Algorithm::ALL {
             let params = Params::new(algorithm, 300, 3_600_000, 300).unwrap();
             // gcra and leaky_bucket share their state: one key per algorithm.
@@ -52,6 +65,11 @@ async fn concurrent_checks_admit_exactly_the_limit() {
                 "{name} {algorithm}: {} checks from {TASKS} tasks",
                 TASKS * PER_TASK
             );
+        }
+        if store.kind().is_redis() {
+            let largest = largest.0.load(Ordering::Relaxed);
+            assert!(largest > 1, "{name}: no checks were grouped");
+            assert!(largest <= 64, "{name}: a group of {largest}");
         }
     }
 }

@@ -10,7 +10,9 @@ use std::time::Duration;
 
 use sluice_core::conformance::{Case, cases, generated_cases};
 use sluice_core::{Algorithm, Decision, Params};
-use sluice_store::{Check, MemoryStore, Store};
+use sluice_store::{
+    Check, MemoryStore, ReplicatedStore, ReplicatedStoreConfig, Replication, SharedBackend, Store,
+};
 
 /// Steps are replayed as fast as they go, not at their own pace: keys are kept an hour
 /// longer than their state needs (see `common::all_stores_with`).
@@ -57,6 +59,47 @@ async fn every_backend_answers_the_conformance_table() {
         for task in tasks {
             task.await.unwrap();
         }
+    }
+}
+
+/// The replicated store (one region, no peers, on a real redis-server) answers the table's
+/// window counters exactly as the core does: its weighting is the check scripts' own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_replicated_store_answers_the_conformance_table() {
+    let redis = sluice_testkit::RedisServer::start();
+    let mut all = cases();
+    for seed in [1, 2, 3, 42] {
+        all.extend(generated_cases(seed, 200));
+    }
+    all.retain(|case| {
+        sluice_store::replicated::unreplicable(case.params.algorithm).is_none()
+            && !case.steps.is_empty()
+    });
+    assert!(all.len() > 10, "{} window counter cases", all.len());
+    let local = common::redis_store_with(&redis, "conf", common::TEST_TIMEOUT, GRACE);
+    let store = Arc::new(ReplicatedStore::new(ReplicatedStoreConfig {
+        region: "here".into(),
+        local: SharedBackend::from(local),
+        peers: Vec::new(),
+        max_pending: 1000,
+    }));
+    store.set_policies(std::collections::HashMap::from([(
+        "conf".into(),
+        Replication {
+            sync_interval: Duration::from_millis(100),
+            overshoot_budget: 1.0,
+        },
+    )]));
+    let mut tasks = Vec::new();
+    for (c, chunk) in all.chunks(8).enumerate() {
+        let store = Arc::clone(&store);
+        let chunk = chunk.to_vec();
+        tasks.push(tokio::spawn(async move {
+            replay("replicated", store.as_ref(), &chunk, &format!("r{c}")).await;
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
     }
 }
 
@@ -203,35 +246,16 @@ async fn clocks_going_backwards_decide_alike() {
                     5 => now += rng.below(2 * window_ms),
                     _ => now -= rng.below(window_ms),
                 }
-                steps.push((now, rng.below(params.capacity().min(4) + 1)));
+                steps.push((params, now, rng.below(params.capacity().min(4) + 1)));
             }
-            sequences.push((params, steps));
+            sequences.push(steps);
         }
     }
-    let run = |store: Arc<dyn Store>| {
-        let sequences = sequences.clone();
-        async move {
-            let mut out = Vec::new();
-            for (n, (params, steps)) in sequences.iter().enumerate() {
-                let key = format!("back{n}");
-                for &(at, cost) in steps {
-                    let check = Check {
-                        policy: "back",
-                        key: &key,
-                        params: *params,
-                        cost,
-                    };
-                    out.push(store.check(&check, at).await.unwrap());
-                }
-            }
-            out
-        }
-    };
-    let reference = run(Arc::new(MemoryStore::default())).await;
+    let reference = replay_sequences(&MemoryStore::default(), "back", &sequences).await;
     for (name, store) in common::all_stores_with(&servers, "back", GRACE).await {
-        let got = run(store).await;
+        let got = replay_sequences(store.as_ref(), "back", &sequences).await;
         for (i, (g, r)) in got.iter().zip(&reference).enumerate() {
-            assert_eq!(g, r, "{name}: step {i} of {:?}", sequences[i / 150].0);
+            assert_eq!(g, r, "{name}: step {i} of {:?}", sequences[i / 150][0].0);
         }
     }
 }
@@ -256,30 +280,34 @@ async fn limit_changes_keep_state_alike() {
         }
         sequences.push(steps);
     }
-    let run = |store: Arc<dyn Store>| {
-        let sequences = sequences.clone();
-        async move {
-            let mut out = Vec::new();
-            for (n, steps) in sequences.iter().enumerate() {
-                let key = format!("change{n}");
-                for &(params, at, cost) in steps {
-                    let check = Check {
-                        policy: "change",
-                        key: &key,
-                        params,
-                        cost,
-                    };
-                    out.push(store.check(&check, at).await.unwrap());
-                }
-            }
-            out
-        }
-    };
-    let reference = run(Arc::new(MemoryStore::default())).await;
+    let reference = replay_sequences(&MemoryStore::default(), "change", &sequences).await;
     for (name, store) in common::all_stores_with(&servers, "change", GRACE).await {
-        let got = run(store).await;
+        let got = replay_sequences(store.as_ref(), "change", &sequences).await;
         for (i, (g, r)) in got.iter().zip(&reference).enumerate() {
             assert_eq!(g, r, "{name}: step {i} ({:?})", sequences[i / 120][i % 120]);
         }
     }
+}
+
+/// Each sequence of (params, at, cost) steps on its own key `<policy><n>`: every decision, in
+/// order.
+async fn replay_sequences(
+    store: &dyn Store,
+    policy: &str,
+    sequences: &[Vec<(Params, u64, u64)>],
+) -> Vec<Decision> {
+    let mut out = Vec::new();
+    for (n, steps) in sequences.iter().enumerate() {
+        let key = format!("{policy}{n}");
+        for &(params, at, cost) in steps {
+            let check = Check {
+                policy,
+                key: &key,
+                params,
+                cost,
+            };
+            out.push(store.check(&check, at).await.unwrap());
+        }
+    }
+    out
 }

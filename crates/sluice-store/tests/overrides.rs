@@ -6,8 +6,6 @@
 
 mod common;
 
-use std::time::Duration;
-
 use sluice_store::LimitOverride;
 
 fn pro(limit: u64, burst: Option<u64>) -> LimitOverride {
@@ -22,44 +20,38 @@ fn pro(limit: u64, burst: Option<u64>) -> LimitOverride {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn overrides_are_stored_replaced_listed_and_deleted_on_every_backend() {
     let servers = common::Servers::start();
-    let first = common::all_stores_with(&servers, "ovr", Duration::ZERO).await;
-    let second = common::all_stores_with(&servers, "ovr", Duration::ZERO).await;
+    let first = common::override_stores(&servers, "ovr").await;
+    let second = common::override_stores(&servers, "ovr").await;
     for ((name, store), (_, other)) in first.into_iter().zip(second) {
-        let (v0, none) = store.overrides().await.unwrap();
+        let (v0, none) = store.list().await.unwrap();
         assert!(none.is_empty(), "{name}");
 
-        store.put_override(&pro(200, Some(400))).await.unwrap();
+        store.put(&pro(200, Some(400))).await.unwrap();
         let free = LimitOverride {
             tier: "free".into(),
             ..pro(5, None)
         };
-        store.put_override(&free).await.unwrap();
-        let (v1, all) = store.overrides().await.unwrap();
+        store.put(&free).await.unwrap();
+        let (v1, all) = store.list().await.unwrap();
         assert!(v1 > v0, "{name}: every change bumps the version");
         assert_eq!(all, vec![free.clone(), pro(200, Some(400))], "{name}");
-        assert_eq!(store.overrides_version().await.unwrap(), v1, "{name}");
+        assert_eq!(store.version().await.unwrap(), v1, "{name}");
 
         // Replacing drops what the new override does not say (the burst).
-        store.put_override(&pro(300, None)).await.unwrap();
-        let (_, all) = store.overrides().await.unwrap();
+        store.put(&pro(300, None)).await.unwrap();
+        let (_, all) = store.list().await.unwrap();
         assert_eq!(all, vec![free.clone(), pro(300, None)], "{name}");
 
         if name != "memory" {
             // Another daemon on the same backend sees the same overrides and version.
-            let (v, seen) = other.overrides().await.unwrap();
+            let (v, seen) = other.list().await.unwrap();
             assert_eq!(seen, all, "{name}");
-            assert_eq!(v, store.overrides_version().await.unwrap(), "{name}");
+            assert_eq!(v, store.version().await.unwrap(), "{name}");
         }
 
-        assert!(
-            store.delete_override("public", "pro").await.unwrap(),
-            "{name}"
-        );
-        assert!(
-            !store.delete_override("public", "pro").await.unwrap(),
-            "{name}"
-        );
-        let (_, all) = store.overrides().await.unwrap();
+        assert!(store.delete("public", "pro").await.unwrap(), "{name}");
+        assert!(!store.delete("public", "pro").await.unwrap(), "{name}");
+        let (_, all) = store.list().await.unwrap();
         assert_eq!(all, vec![free], "{name}");
     }
 }

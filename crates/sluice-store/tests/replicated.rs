@@ -20,7 +20,7 @@ const T0: u64 = 1_800_000_000_000;
 const WINDOW: u64 = 10_000;
 
 fn backend(url: String, timeout_ms: u64) -> SharedBackend {
-    SharedBackend::Redis(
+    SharedBackend::from(
         RedisStore::new(RedisStoreConfig {
             url,
             prefix: "rl".into(),
@@ -224,7 +224,7 @@ async fn a_region_on_a_cluster_replicates_to_a_single_server_and_back() {
     local.wait_connected(Duration::from_secs(10)).await.unwrap();
     let a = ReplicatedStore::new(ReplicatedStoreConfig {
         region: "a".into(),
-        local: SharedBackend::Cluster(local.clone()),
+        local: SharedBackend::from(local.clone()),
         peers: vec![PeerBackend {
             name: "b".into(),
             backend: backend(rb.url(), 1000),
@@ -236,7 +236,7 @@ async fn a_region_on_a_cluster_replicates_to_a_single_server_and_back() {
         overshoot_budget: 1.0,
     };
     a.set_policies(HashMap::from([("p".into(), replication)]));
-    let cluster_backend = SharedBackend::Cluster(local);
+    let cluster_backend = SharedBackend::from(local);
     let b = ReplicatedStore::new(ReplicatedStoreConfig {
         region: "b".into(),
         local: backend(rb.url(), 2000),

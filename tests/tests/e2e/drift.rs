@@ -12,9 +12,10 @@ use crate::assets::{self, Expr};
 
 /// The documented metric table: (name, type). Counters are exported as `<name>` samples too, since
 /// every documented counter name already ends in `_total`.
-const DOCUMENTED_METRICS: [(&str, &str); 14] = [
+const DOCUMENTED_METRICS: [(&str, &str); 15] = [
     ("rate_limit_requests_total", "counter"),
     ("rate_limit_redis_duration_seconds", "histogram"),
+    ("rate_limit_redis_batch_size", "histogram"),
     ("rate_limit_check_duration_seconds", "histogram"),
     ("rate_limit_fail_open_total", "counter"),
     ("rate_limit_fail_closed_total", "counter"),

@@ -82,9 +82,8 @@ fn view(o: LimitOverride) -> OverrideView {
 
 async fn list(State(app): State<App>) -> Result<Response, ApiError> {
     let (version, all) = app
-        .limiter
-        .store()
-        .overrides()
+        .overrides
+        .list()
         .await
         .map_err(|e| unavailable("read the overrides", &e))?;
     let body = OverridesResponse {
@@ -158,13 +157,12 @@ async fn set(
         }
     })?;
     let before = effective(&app, &change.policy, &change.tier);
-    let store = app.limiter.store();
-    store
-        .put_override(&change)
+    app.overrides
+        .put(&change)
         .await
         .map_err(|e| unavailable("store the change", &e))?;
     // In force here at once; the other daemons follow on their next poll.
-    if let Err(err) = overrides::sync(&app.limits, &app.limiter).await {
+    if let Err(err) = overrides::sync(&app.limits, &*app.overrides, &app.limiter).await {
         tracing::warn!(error = %err, "override stored but not yet re-read");
     }
     log_change(
@@ -184,9 +182,8 @@ async fn remove(
     check_names(&policy, &tier)?;
     let before = effective(&app, &policy, &tier);
     let deleted = app
-        .limiter
-        .store()
-        .delete_override(&policy, &tier)
+        .overrides
+        .delete(&policy, &tier)
         .await
         .map_err(|e| unavailable("delete the override", &e))?;
     if !deleted {
@@ -196,7 +193,7 @@ async fn remove(
             format!("no override for policy {policy:?} tier {tier:?}"),
         ));
     }
-    if let Err(err) = overrides::sync(&app.limits, &app.limiter).await {
+    if let Err(err) = overrides::sync(&app.limits, &*app.overrides, &app.limiter).await {
         tracing::warn!(error = %err, "override deleted but not yet re-read");
     }
     log_change("limit override removed", &policy, &tier, before, &app);

@@ -156,7 +156,7 @@ async fn metrics_text(State(app): State<App>, headers: HeaderMap) -> Response {
     app.limiter.refresh_gauges(app.clock.now_ms());
     let store = app.limiter.store();
     if let Some(keys) = store.tracked_keys() {
-        app.limiter.metrics().set_keys(store.kind(), keys);
+        app.limiter.metrics().set_keys(store.kind().as_str(), keys);
     }
     (
         StatusCode::OK,

@@ -3,7 +3,7 @@
 
 use async_trait::async_trait;
 use sluice_core::Decision;
-use sluice_store::{Check, Store, StoreError};
+use sluice_store::{Check, Store, StoreError, StoreKind};
 
 /// A backend that refuses every connection.
 #[derive(Debug)]
@@ -11,8 +11,8 @@ pub struct Down;
 
 #[async_trait]
 impl Store for Down {
-    fn kind(&self) -> &'static str {
-        "redis"
+    fn kind(&self) -> StoreKind {
+        StoreKind::Redis
     }
     async fn check(&self, _: &Check<'_>, _: u64) -> Result<Decision, StoreError> {
         Err(StoreError::Unavailable("connection refused".into()))
@@ -31,8 +31,8 @@ pub struct Hung;
 
 #[async_trait]
 impl Store for Hung {
-    fn kind(&self) -> &'static str {
-        "redis"
+    fn kind(&self) -> StoreKind {
+        StoreKind::Redis
     }
     async fn check(&self, _: &Check<'_>, _: u64) -> Result<Decision, StoreError> {
         std::future::pending().await
@@ -51,8 +51,8 @@ pub struct Gate {
 
 #[async_trait]
 impl Store for Gate {
-    fn kind(&self) -> &'static str {
-        "memory"
+    fn kind(&self) -> StoreKind {
+        StoreKind::Memory
     }
     async fn check(&self, check: &Check<'_>, now_ms: u64) -> Result<Decision, StoreError> {
         self.entered.notify_one();

@@ -7,7 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use sluice_store::{
-    ClusterStore, ClusterStoreConfig, MemoryStore, RedisStore, RedisStoreConfig, Store,
+    ClusterStore, ClusterStoreConfig, MemoryStore, OverrideStore, RedisStore, RedisStoreConfig,
+    Store,
 };
 use sluice_testkit::{RedisCluster, RedisServer};
 
@@ -103,6 +104,27 @@ pub async fn all_stores_with(
         (
             "cluster",
             Arc::new(cluster_store_with(&servers.cluster, prefix, TEST_TIMEOUT, ttl_grace).await),
+        ),
+    ]
+}
+
+/// One override store per backend, each with its own key prefix.
+pub async fn override_stores(
+    servers: &Servers,
+    prefix: &str,
+) -> Vec<(&'static str, Arc<dyn OverrideStore>)> {
+    vec![
+        (
+            "memory",
+            Arc::new(MemoryStore::default()) as Arc<dyn OverrideStore>,
+        ),
+        (
+            "redis",
+            Arc::new(redis_store(&servers.redis, prefix, TEST_TIMEOUT)),
+        ),
+        (
+            "cluster",
+            Arc::new(cluster_store(&servers.cluster, prefix, TEST_TIMEOUT).await),
         ),
     ]
 }

@@ -7,10 +7,8 @@ local function tb_full_at(limit, used, last)
 end
 
 local function token_bucket(k, now0, limit, w, burst, cost)
-  local key = KEYS[k]
   local cap = burst * w
-  local raw = redis.call('GET', key)
-  local s = parse(raw, 2)
+  local key, raw, s = read_state(k, 2)
   local used, last
   if s then
     used, last = s[1], s[2]
@@ -39,9 +37,7 @@ local function token_bucket(k, now0, limit, w, burst, cost)
 end
 
 local function token_bucket_refund(k, now, limit, w, burst, cost, token)
-  local key = KEYS[k]
-  local raw = redis.call('GET', key)
-  local s = parse(raw, 2)
+  local key, raw, s = read_state(k, 2)
   if not s then
     return
   end

@@ -96,6 +96,25 @@ pub fn key_slot(key: &str) -> u16 {
     fred::util::redis_keyslot(key.as_bytes())
 }
 
+/// What every key and script call of one store shares.
+#[derive(Debug, Clone)]
+pub(crate) struct Layout {
+    /// `backend.prefix`.
+    pub prefix: String,
+    /// Milliseconds added to every TTL.
+    pub ttl_grace_ms: u64,
+}
+
+impl Layout {
+    pub(crate) fn new(prefix: String, ttl_grace: std::time::Duration) -> Self {
+        Layout {
+            prefix,
+            // Far beyond any window; keeps TTL arithmetic from overflowing.
+            ttl_grace_ms: ttl_grace.as_millis().min(1 << 40) as u64,
+        }
+    }
+}
+
 /// Whether `prefix` can start a key without disturbing the hash tag.
 pub(crate) fn valid_prefix(prefix: &str) -> bool {
     !prefix.is_empty() && !prefix.contains(['{', '}'])

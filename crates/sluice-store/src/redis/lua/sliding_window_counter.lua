@@ -1,14 +1,5 @@
 -- sliding_window_counter: state 'window:current:previous' (mirrors
--- sluice-core algorithms/sliding_window_counter.rs).
-
--- The first `elapsed` in 0..=w at which the previous window's weight is <= room.
-local function swc_decay(previous, room, w)
-  if previous <= room then
-    return 0
-  end
-  local span = (room + 1) * w - 1
-  return w - math.floor(span / previous)
-end
+-- sluice-core algorithms/sliding_window_counter.rs), weighted as window.lua says.
 
 local function swc_expires(window, current, previous, w)
   if current > 0 then
@@ -19,19 +10,8 @@ local function swc_expires(window, current, previous, w)
   return 0
 end
 
-local function swc_reset(start, w, current, previous, now)
-  if current > 0 then
-    return start + w + swc_decay(current, 0, w)
-  elseif previous > 0 then
-    return math.max(start + swc_decay(previous, 0, w), now)
-  end
-  return now
-end
-
 local function sliding_window_counter(k, now0, limit, w, burst, cost)
-  local key = KEYS[k]
-  local raw = redis.call('GET', key)
-  local s = parse(raw, 3)
+  local key, raw, s = read_state(k, 3)
   local window, current, previous
   if s then
     window, current, previous = s[1], s[2], s[3]
@@ -51,7 +31,7 @@ local function sliding_window_counter(k, now0, limit, w, burst, cost)
   window = index
   local start = index * w
   local elapsed = now - start
-  local used = math.floor(previous * (w - elapsed) / w) + current
+  local used = swc_used(current, previous, elapsed, w)
   local peek_remaining = math.max(limit - used, 0)
   local peek_reset = swc_reset(start, w, current, previous, now)
   local allowed = used + cost <= limit
@@ -61,12 +41,7 @@ local function sliding_window_counter(k, now0, limit, w, burst, cost)
   end
   local retry = 0
   if not allowed then
-    if current + cost <= limit then
-      local room = limit - current - cost
-      retry = math.max(start + swc_decay(previous, room, w) - now, 0)
-    else
-      retry = math.max(start + w + swc_decay(current, limit - cost, w) - now, 0)
-    end
+    retry = swc_retry(start, w, current, previous, limit, cost, now)
   end
   store(key, raw, s ~= nil or (allowed and cost > 0), { window, current, previous },
     swc_expires(window, current, previous, w), now0)
@@ -75,9 +50,7 @@ local function sliding_window_counter(k, now0, limit, w, burst, cost)
 end
 
 local function sliding_window_counter_refund(k, now, limit, w, burst, cost, token)
-  local key = KEYS[k]
-  local raw = redis.call('GET', key)
-  local s = parse(raw, 3)
+  local key, raw, s = read_state(k, 3)
   if not s then
     return
   end

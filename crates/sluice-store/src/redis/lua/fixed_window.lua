@@ -8,9 +8,7 @@ local function fixed_window_expires(window, count, w)
 end
 
 local function fixed_window(k, now, limit, w, burst, cost)
-  local key = KEYS[k]
-  local raw = redis.call('GET', key)
-  local s = parse(raw, 2)
+  local key, raw, s = read_state(k, 2)
   local window, count
   if s then
     window, count = s[1], s[2]
@@ -48,9 +46,7 @@ local function fixed_window(k, now, limit, w, burst, cost)
 end
 
 local function fixed_window_refund(k, now, limit, w, burst, cost, token)
-  local key = KEYS[k]
-  local raw = redis.call('GET', key)
-  local s = parse(raw, 2)
+  local key, raw, s = read_state(k, 2)
   if not s then
     return
   end

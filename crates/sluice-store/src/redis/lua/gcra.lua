@@ -9,10 +9,8 @@ local function gcra_expires(tat_ms, tat_rem)
 end
 
 local function gcra(k, now, limit, w, burst, cost, leaky)
-  local key = KEYS[k]
   local cap = burst * w
-  local raw = redis.call('GET', key)
-  local s = parse(raw, 2)
+  local key, raw, s = read_state(k, 2)
   local tat_ms, tat_rem
   if s then
     tat_ms, tat_rem = s[1], s[2]
@@ -53,9 +51,7 @@ local function gcra(k, now, limit, w, burst, cost, leaky)
 end
 
 local function gcra_refund(k, now, limit, w, burst, cost, token)
-  local key = KEYS[k]
-  local raw = redis.call('GET', key)
-  local s = parse(raw, 2)
+  local key, raw, s = read_state(k, 2)
   if not s then
     return
   end

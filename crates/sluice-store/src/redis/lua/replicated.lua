@@ -80,13 +80,11 @@ for i = 1, n do
   -- then, and for both a delivery late by up to a window still lands (and the regions'
   -- counters of the last window can be compared).
   cur.expires = window_end + w
-  local elapsed = now - start
-  local weighted = math.floor(previous * (w - elapsed) / w)
   local unacked = cur.own + cur.add - cur.ack
   if mode == 1 then
     unacked = unacked + math.max(prev.own - prev.ack, 0)
   end
-  local used = weighted + current
+  local used = swc_used(current, previous, now - start, w)
   local function room(u, un)
     return math.max(math.min(limit - u, cap - un), 0)
   end
@@ -111,11 +109,7 @@ for i = 1, n do
     unacked = unacked + cost
   elseif not fits then
     if mode == 1 then
-      if current + cost <= limit then
-        retry = math.max(start + swc_decay(previous, limit - current - cost, w) - now, 0)
-      else
-        retry = math.max(window_end + swc_decay(current, limit - cost, w) - now, 0)
-      end
+      retry = swc_retry(start, w, current, previous, limit, cost, now)
     else
       retry = math.max(window_end - now, 0)
     end

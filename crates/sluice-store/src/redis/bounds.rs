@@ -1,8 +1,8 @@
 //! The promise every call to a networked backend keeps: at most `max_in_flight` check calls
 //! at once (past it a call fails at once instead of queueing, so a slow or dead Redis never
 //! piles requests up), each within `backend.timeout`; admin commands are bounded by time only,
-//! so a saturated check path cannot lock an operator out. The Redis and Cluster stores share
-//! it so both keep the same promise.
+//! so a saturated check path cannot lock an operator out. Both Redis clients hold one, so
+//! both keep the same promise.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -14,6 +14,9 @@ use crate::StoreError;
 
 /// Floor of the timeout of admin commands: an operator can wait longer than a check.
 const ADMIN_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// Floor of the timeout of a ping: a readiness probe tolerates a slow answer.
+const PING_TIMEOUT: Duration = Duration::from_millis(100);
 
 /// The in-flight bound and the timeout of one store.
 #[derive(Debug)]
@@ -53,23 +56,43 @@ impl Bounds {
         call: impl Future<Output = Result<T, StoreError>>,
     ) -> Result<T, StoreError> {
         let _permit = self.permit()?;
-        tokio::time::timeout(self.timeout, call)
-            .await
-            .map_err(|_| StoreError::Timeout)?
+        self.timed(call).await
+    }
+
+    /// Runs `call` within the timeout, for a caller that holds its permit already.
+    pub(crate) async fn timed<T>(
+        &self,
+        call: impl Future<Output = Result<T, StoreError>>,
+    ) -> Result<T, StoreError> {
+        within(self.timeout, call).await
     }
 
     /// Runs an admin command (rare, not on the check path) within the timeout, or
-    /// [`ADMIN_TIMEOUT`] if that is longer, mapping the client's error with `map_error`.
-    pub(crate) async fn admin<T, E>(
+    /// [`ADMIN_TIMEOUT`] if that is longer.
+    pub(crate) async fn admin<T>(
         &self,
-        call: impl Future<Output = Result<T, E>>,
-        map_error: fn(&E) -> StoreError,
+        call: impl Future<Output = Result<T, StoreError>>,
     ) -> Result<T, StoreError> {
-        tokio::time::timeout(self.timeout.max(ADMIN_TIMEOUT), call)
-            .await
-            .map_err(|_| StoreError::Timeout)?
-            .map_err(|e| map_error(&e))
+        within(self.timeout.max(ADMIN_TIMEOUT), call).await
     }
+
+    /// Runs `call` (a ping) within the timeout, or [`PING_TIMEOUT`] if that is longer.
+    pub(crate) async fn ping<T>(
+        &self,
+        call: impl Future<Output = Result<T, StoreError>>,
+    ) -> Result<T, StoreError> {
+        within(self.timeout.max(PING_TIMEOUT), call).await
+    }
+}
+
+/// `call`, or [`StoreError::Timeout`] once `limit` has passed.
+async fn within<T>(
+    limit: Duration,
+    call: impl Future<Output = Result<T, StoreError>>,
+) -> Result<T, StoreError> {
+    tokio::time::timeout(limit, call)
+        .await
+        .map_err(|_| StoreError::Timeout)?
 }
 
 fn too_many() -> StoreError {

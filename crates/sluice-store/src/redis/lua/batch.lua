@@ -4,14 +4,6 @@
 -- Every check is decided in order (a key checked twice sees its earlier consumption); if any
 -- is denied, every key is put back as it was. Answers { 1 if committed else 0, then per check
 -- the eight fields of check.lua }.
-local decide = {
-  [0] = fixed_window,
-  [1] = sliding_window_counter,
-  [2] = sliding_window_log,
-  [3] = token_bucket,
-  [4] = gcra,
-  [5] = gcra,
-}
 local now = tonumber(ARGV[1])
 local n = tonumber(ARGV[2])
 TTL_GRACE = tonumber(ARGV[3]) or 0
@@ -23,28 +15,24 @@ for _ = 1, n do
   local limit, w, burst, cost =
     tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4])
   a = a + 5
-  local fn = decide[code]
-  if not fn then
+  local algorithm = ALGORITHMS[code]
+  if not algorithm then
     return redis.error_reply('ERR sluice: unknown algorithm code')
   end
-  if code ~= 2 then
+  if algorithm.keys == 1 then
     local key = KEYS[k]
     if saved[key] == nil then
       saved[key] = { redis.call('GET', key), redis.call('PTTL', key) }
       saved_keys[#saved_keys + 1] = key
     end
   end
-  local r = fn(k, now, limit, w, burst, cost, code == 5)
+  local r = algorithm.check(k, now, limit, w, burst, cost, algorithm.leaky)
   if r[1] ~= 1 then
     out[1] = 0
   elseif code == 2 and cost > 0 then
     logs[#logs + 1] = { k, limit, w, burst, cost, r[8] }
   end
-  if code == 2 then
-    k = k + 2
-  else
-    k = k + 1
-  end
+  k = k + algorithm.keys
   for j = 1, 8 do
     out[#out + 1] = r[j]
   end

@@ -16,36 +16,44 @@
 //! the limits allow, and a refund lost to a failing node only delays the return of that quota
 //! until the key's TTL.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::bounds::Bounds;
-use crate::config::{ClusterStoreConfig, ConfigError, check_common};
-use crate::scripts::{self, Layout, Runner, ScriptId};
-use crate::{Check, LimitOverride, Store, StoreError, overrides};
 use async_trait::async_trait;
 use fred::prelude::{
-    Builder, Client, ClientLike, Config, Error as FredError, ErrorKind, HashesInterface,
-    KeysInterface, ReconnectPolicy, ServerConfig, SetsInterface,
+    Builder, Client, ClientLike, Config, Error as FredError, ErrorKind, ReconnectPolicy,
+    ServerConfig,
 };
+use fred::types::FromValue;
 use fred::types::scripts::Script;
-use sluice_core::Decision;
+
+use super::bounds::Bounds;
+use super::group::Groups;
+use super::keys::{self, Layout};
+use super::scripts::ScriptId;
+use super::{ScriptRunner, script_store};
+use crate::config::{ClusterStoreConfig, ConfigError, check_common};
+use crate::{StoreError, StoreKind};
 
 /// Rate-limit state in a Redis Cluster.
 #[derive(Debug, Clone)]
 pub struct ClusterStore {
-    inner: Arc<Inner>,
+    pub(crate) client: Arc<ClusterClient>,
 }
 
-struct Inner {
+script_store!(ClusterStore);
+
+/// A Redis Cluster, running sluice's scripts on the master of each key's slot.
+pub(crate) struct ClusterClient {
     client: Client,
+    /// Indexed by [`ScriptId::index`].
     scripts: Vec<Script>,
     layout: Layout,
     bounds: Bounds,
+    groups: Groups,
 }
 
-impl std::fmt::Debug for Inner {
+impl std::fmt::Debug for ClusterClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ClusterStore")
             .field("prefix", &self.layout.prefix)
@@ -148,15 +156,16 @@ impl ClusterStore {
             .build()
             .map_err(|e| ConfigError::Client(e.to_string()))?;
         let _connection_task = client.connect();
-        let scripts = scripts::sources()
+        let scripts = ScriptId::ALL
             .iter()
-            .map(|src| Script::from_lua(src.as_str()))
+            .map(|id| Script::from_lua(id.source()))
             .collect();
         Ok(ClusterStore {
-            inner: Arc::new(Inner {
+            client: Arc::new(ClusterClient {
                 client,
                 scripts,
                 layout: Layout::new(config.prefix, config.ttl_grace),
+                groups: Groups::default(),
                 bounds: Bounds::new(timeout, max_in_flight),
             }),
         })
@@ -164,41 +173,10 @@ impl ClusterStore {
 
     /// Waits until the client has connected to the cluster (or `limit` passed).
     pub async fn wait_connected(&self, limit: Duration) -> Result<(), StoreError> {
-        tokio::time::timeout(limit, self.inner.client.wait_for_connect())
+        tokio::time::timeout(limit, self.client.client.wait_for_connect())
             .await
             .map_err(|_| StoreError::Timeout)?
             .map_err(|e| map_error(&e))
-    }
-
-    /// Runs a check-path call within the in-flight bound and the timeout, once the client
-    /// has the slot map.
-    async fn bounded<T>(
-        &self,
-        call: impl Future<Output = Result<T, StoreError>>,
-    ) -> Result<T, StoreError> {
-        self.inner
-            .bounds
-            .call(async {
-                // Until the client has the slot map (just started, or reconnecting) a command
-                // fails at once with "missing routing state": wait for it within the timeout.
-                if !self.inner.client.is_connected() {
-                    self.inner
-                        .client
-                        .wait_for_connect()
-                        .await
-                        .map_err(|e| map_error(&e))?;
-                }
-                call.await
-            })
-            .await
-    }
-
-    /// An admin command, bounded by time only.
-    async fn admin<T>(
-        &self,
-        call: impl Future<Output = Result<T, FredError>>,
-    ) -> Result<T, StoreError> {
-        self.inner.bounds.admin(call, map_error).await
     }
 }
 
@@ -214,172 +192,86 @@ fn map_error(e: &FredError) -> StoreError {
     }
 }
 
-impl ClusterStore {
-    /// Runs one script within the in-flight bound and the timeout (the replicated scope's
-    /// scripts, which live beside the check scripts).
-    pub(crate) async fn run_script(
+impl ClusterClient {
+    async fn invoke<T: FromValue>(
         &self,
         script: ScriptId,
         keys: Vec<String>,
         args: Vec<String>,
-    ) -> Result<Vec<i64>, StoreError> {
-        let inner: &Inner = &self.inner;
-        self.bounded(inner.run(script, keys, args)).await
-    }
-
-    /// The key prefix and TTL grace of this store.
-    pub(crate) fn layout(&self) -> &Layout {
-        &self.inner.layout
-    }
-}
-
-#[async_trait]
-impl Runner for Inner {
-    async fn run(
-        &self,
-        script: ScriptId,
-        keys: Vec<String>,
-        args: Vec<String>,
-    ) -> Result<Vec<i64>, StoreError> {
+    ) -> Result<T, StoreError> {
         let script = self
             .scripts
             .get(script.index())
             .ok_or_else(|| StoreError::Backend("unknown script".into()))?;
         script
-            .evalsha_with_reload::<Vec<i64>, _, _>(&self.client, keys, args)
+            .evalsha_with_reload::<T, _, _>(&self.client, keys, args)
             .await
             .map_err(|e| map_error(&e))
     }
 }
 
 #[async_trait]
-impl Store for ClusterStore {
-    fn kind(&self) -> &'static str {
-        "cluster"
+impl ScriptRunner for ClusterClient {
+    fn kind(&self) -> StoreKind {
+        StoreKind::Cluster
     }
 
-    async fn check(&self, check: &Check<'_>, now_ms: u64) -> Result<Decision, StoreError> {
-        let inner: &Inner = &self.inner;
-        self.bounded(scripts::check(inner, &inner.layout, check, now_ms))
-            .await
+    fn layout(&self) -> &Layout {
+        &self.layout
     }
 
-    /// A batch runs in a task of its own, holding its in-flight permit: if the caller stops
-    /// waiting (its timeout), the task still finishes, and a batch denied on one slot is
-    /// still refunded on the others instead of leaving half its consumption behind. Every
-    /// command in it is bounded by the client's command timeout.
-    async fn check_all(
+    fn bounds(&self) -> &Bounds {
+        &self.bounds
+    }
+
+    fn groups(&self) -> &Groups {
+        &self.groups
+    }
+
+    fn slot(&self, key: &str) -> u16 {
+        keys::key_slot(key)
+    }
+
+    async fn eval(
         &self,
-        checks: &[Check<'_>],
-        now_ms: u64,
-    ) -> Result<Vec<Decision>, StoreError> {
-        let permit = self.inner.bounds.owned_permit()?;
-        let owned: Vec<(String, String, sluice_core::Params, u64)> = checks
-            .iter()
-            .map(|c| (c.policy.to_owned(), c.key.to_owned(), c.params, c.cost))
-            .collect();
-        let inner = Arc::clone(&self.inner);
-        let task = tokio::spawn(async move {
-            let _permit = permit;
-            let checks: Vec<Check<'_>> = owned
-                .iter()
-                .map(|(policy, key, params, cost)| Check {
-                    policy,
-                    key,
-                    params: *params,
-                    cost: *cost,
-                })
-                .collect();
-            scripts::check_all(inner.as_ref(), &inner.layout, &checks, now_ms, true).await
-        });
-        match tokio::time::timeout(self.inner.bounds.timeout(), task).await {
-            Err(_) => Err(StoreError::Timeout),
-            Ok(Err(e)) => Err(StoreError::Backend(format!("batch task failed: {e}"))),
-            Ok(Ok(result)) => result,
+        script: ScriptId,
+        keys: Vec<String>,
+        args: Vec<String>,
+    ) -> Result<Vec<i64>, StoreError> {
+        self.invoke(script, keys, args).await
+    }
+
+    async fn eval_text(
+        &self,
+        script: ScriptId,
+        keys: Vec<String>,
+        args: Vec<String>,
+    ) -> Result<Vec<String>, StoreError> {
+        self.invoke(script, keys, args).await
+    }
+
+    /// Until the client has the slot map (just started, or reconnecting) a command fails at
+    /// once with "missing routing state": wait for it (callers bound the wait).
+    async fn routable(&self) -> Result<(), StoreError> {
+        if self.client.is_connected() {
+            return Ok(());
         }
+        self.client
+            .wait_for_connect()
+            .await
+            .map_err(|e| map_error(&e))
     }
 
-    async fn put_override(&self, change: &LimitOverride) -> Result<(), StoreError> {
-        let prefix = &self.inner.layout.prefix;
-        let client = &self.inner.client;
-        let hash = overrides::hash_key(prefix, &change.policy, &change.tier);
-        let fields: Vec<(&str, String)> = overrides::fields(change);
-        // The keys live on different slots: no transaction, so the order matters. The hash
-        // is complete before the index names it and before the version tells anyone.
-        self.admin(async {
-            client.del::<(), _>(&hash).await?;
-            client.hset::<(), _, _>(&hash, fields).await?;
-            client
-                .sadd::<(), _, _>(
-                    overrides::index_key(prefix),
-                    overrides::member(&change.policy, &change.tier),
-                )
-                .await?;
-            client.incr::<(), _>(overrides::version_key(prefix)).await
-        })
-        .await
-    }
-
-    async fn delete_override(&self, policy: &str, tier: &str) -> Result<bool, StoreError> {
-        let prefix = &self.inner.layout.prefix;
-        let client = &self.inner.client;
-        self.admin(async {
-            let deleted: u64 = client
-                .del(overrides::hash_key(prefix, policy, tier))
-                .await?;
-            client
-                .srem::<(), _, _>(
-                    overrides::index_key(prefix),
-                    overrides::member(policy, tier),
-                )
-                .await?;
-            client.incr::<(), _>(overrides::version_key(prefix)).await?;
-            Ok(deleted > 0)
-        })
-        .await
-    }
-
-    async fn overrides(&self) -> Result<(u64, Vec<LimitOverride>), StoreError> {
-        let prefix = &self.inner.layout.prefix;
-        let client = &self.inner.client;
-        self.admin(async {
-            let version: Option<u64> = client.get(overrides::version_key(prefix)).await?;
-            let members: Vec<String> = client.smembers(overrides::index_key(prefix)).await?;
-            let mut all = Vec::with_capacity(members.len());
-            for member in members {
-                let Some((policy, tier)) = member.split_once(':') else {
-                    continue;
-                };
-                let fields: HashMap<String, String> = client
-                    .hgetall(overrides::hash_key(prefix, policy, tier))
-                    .await?;
-                all.extend(overrides::parse(&member, &fields));
-            }
-            all.sort();
-            Ok((version.unwrap_or(0), all))
-        })
-        .await
-    }
-
-    async fn overrides_version(&self) -> Result<u64, StoreError> {
-        let key = overrides::version_key(&self.inner.layout.prefix);
-        let client = &self.inner.client;
-        self.admin(async {
-            let version: Option<u64> = client.get(key).await?;
-            Ok(version.unwrap_or(0))
-        })
-        .await
-    }
-
+    /// Every master must answer: a check may land on any of them.
     async fn ping(&self) -> Result<(), StoreError> {
-        // Every master must answer: a check may land on any of them.
-        tokio::time::timeout(
-            self.inner.bounds.timeout().max(Duration::from_millis(100)),
-            self.inner.client.ping::<()>(None),
-        )
-        .await
-        .map_err(|_| StoreError::Timeout)?
-        .map_err(|e| map_error(&e))
+        self.bounds
+            .ping(async {
+                self.client
+                    .ping::<()>(None)
+                    .await
+                    .map_err(|e| map_error(&e))
+            })
+            .await
     }
 }
 

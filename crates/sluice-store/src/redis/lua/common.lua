@@ -25,6 +25,13 @@ local function parse(raw, n)
   return t
 end
 
+-- The key of state `k` of this call, its raw value, and its `n` numbers (nil when absent).
+local function read_state(k, n)
+  local key = KEYS[k]
+  local raw = redis.call('GET', key)
+  return key, raw, parse(raw, n)
+end
+
 -- Persists a state string. `keep`: whether the state is worth keeping (it existed, or this
 -- check consumed). The TTL is the time until the state is fresh again (`expires - now`), plus
 -- TTL_GRACE; a state already back to fresh is deleted (kept TTL_GRACE when there is one). An

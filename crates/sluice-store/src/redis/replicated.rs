@@ -50,43 +50,36 @@ use async_trait::async_trait;
 use parking_lot::{Mutex, RwLock};
 use sluice_core::{Algorithm, Decision};
 
-use crate::scripts::{self, Layout, ScriptId};
-use crate::{Check, ClusterStore, RedisStore, Store, StoreError, keys};
+use super::ScriptRunner;
+use super::checks;
+use super::keys;
+use super::scripts::ScriptId;
+use crate::{Check, ClusterStore, RedisStore, Store, StoreError, StoreKind};
 
-/// A backend other regions can write into: one Redis or a Redis Cluster.
+/// A backend other regions can write into: one Redis or a Redis Cluster
+/// (`SharedBackend::from(store)`).
 #[derive(Debug, Clone)]
-pub enum SharedBackend {
-    Redis(RedisStore),
-    Cluster(ClusterStore),
+pub struct SharedBackend {
+    runner: Arc<dyn ScriptRunner>,
+}
+
+impl From<RedisStore> for SharedBackend {
+    fn from(store: RedisStore) -> Self {
+        SharedBackend {
+            runner: store.client,
+        }
+    }
+}
+
+impl From<ClusterStore> for SharedBackend {
+    fn from(store: ClusterStore) -> Self {
+        SharedBackend {
+            runner: store.client,
+        }
+    }
 }
 
 impl SharedBackend {
-    fn layout(&self) -> &Layout {
-        match self {
-            SharedBackend::Redis(s) => s.layout(),
-            SharedBackend::Cluster(s) => s.layout(),
-        }
-    }
-
-    async fn run(
-        &self,
-        script: ScriptId,
-        keys: Vec<String>,
-        args: Vec<String>,
-    ) -> Result<Vec<i64>, StoreError> {
-        match self {
-            SharedBackend::Redis(s) => s.run_script(script, keys, args).await,
-            SharedBackend::Cluster(s) => s.run_script(script, keys, args).await,
-        }
-    }
-
-    fn store(&self) -> &dyn Store {
-        match self {
-            SharedBackend::Redis(s) => s,
-            SharedBackend::Cluster(s) => s,
-        }
-    }
-
     /// Raises `field` of each window hash to at least its total (one script per slot on a
     /// cluster, at most [`MERGE_CHUNK`] hashes per script).
     async fn merge(
@@ -95,15 +88,15 @@ impl SharedBackend {
         updates: &[(String, u64, u64)],
         now_ms: u64,
     ) -> Result<(), StoreError> {
+        let runner = &*self.runner;
         let mut groups: HashMap<u16, Vec<&(String, u64, u64)>> = HashMap::new();
         for update in updates {
-            let slot = match self {
-                SharedBackend::Redis(_) => 0,
-                SharedBackend::Cluster(_) => keys::key_slot(&update.0),
-            };
-            groups.entry(slot).or_default().push(update);
+            groups
+                .entry(runner.slot(&update.0))
+                .or_default()
+                .push(update);
         }
-        let grace = self.layout().ttl_grace_ms.to_string();
+        let grace = runner.layout().ttl_grace_ms.to_string();
         for group in groups.values() {
             for chunk in group.chunks(MERGE_CHUNK) {
                 let mut keys = Vec::with_capacity(chunk.len());
@@ -116,7 +109,7 @@ impl SharedBackend {
                     args.push(total.to_string());
                     args.push(expires.to_string());
                 }
-                self.run(ScriptId::Merge, keys, args).await?;
+                runner.run(ScriptId::Merge, keys, args).await?;
             }
         }
         Ok(())
@@ -476,7 +469,7 @@ impl ReplicatedStore {
 
     /// Resolves a check to its window hashes, or refuses a check this store cannot decide.
     fn prepare(&self, check: &Check<'_>, now_ms: u64) -> Result<(Prepared, u64, u64), StoreError> {
-        scripts::validate(check)?;
+        checks::validate(check)?;
         let algorithm = check.params.algorithm;
         if let Some(why) = unreplicable(algorithm) {
             return Err(StoreError::Backend(format!(
@@ -495,7 +488,7 @@ impl ReplicatedStore {
             })?;
         let w = check.params.window_ms;
         let index = now_ms / w;
-        let prefix = &self.inner.local.layout().prefix;
+        let prefix = &self.inner.local.runner.layout().prefix;
         let window = |i: u64| keys::window_key(prefix, check.policy, check.key, algorithm, w, i);
         let previous = match index.checked_sub(1) {
             Some(i) => window(i),
@@ -568,20 +561,18 @@ impl ReplicatedStore {
         let mut args = Vec::with_capacity(5 + peers.len() + 6 * checks.len());
         args.push(now_ms.to_string());
         args.push(checks.len().to_string());
-        args.push(self.inner.local.layout().ttl_grace_ms.to_string());
+        args.push(self.inner.local.runner.layout().ttl_grace_ms.to_string());
         args.push(self.inner.own_field.clone());
         args.push(peers.len().to_string());
         args.extend(peers.iter().map(|p| p.ack_field.clone()));
         let mut slot = None;
         for check in checks {
             let (p, cap, hint) = self.prepare(check, now_ms)?;
-            if let SharedBackend::Cluster(_) = self.inner.local {
-                let this = keys::slot(check.policy, check.key);
-                if *slot.get_or_insert(this) != this {
-                    return Err(StoreError::Backend(
-                        "a batch of replicated policies must share one cluster slot".into(),
-                    ));
-                }
+            let this = self.inner.local.runner.slot(&p.keys[0]);
+            if *slot.get_or_insert(this) != this {
+                return Err(StoreError::Backend(
+                    "a batch of replicated policies must share one cluster slot".into(),
+                ));
             }
             keys.extend(p.keys.iter().cloned());
             let mode = u8::from(check.params.algorithm == Algorithm::SlidingWindowCounter);
@@ -596,6 +587,7 @@ impl ReplicatedStore {
         let answer = self
             .inner
             .local
+            .runner
             .run(ScriptId::Replicated, keys, args)
             .await?;
         let Some((committed, rest)) = answer.split_first() else {
@@ -666,8 +658,8 @@ fn flush_tick(shared: &Shared) -> Duration {
 
 #[async_trait]
 impl Store for ReplicatedStore {
-    fn kind(&self) -> &'static str {
-        self.inner.local.store().kind()
+    fn kind(&self) -> StoreKind {
+        self.inner.local.runner.kind()
     }
 
     async fn check(&self, check: &Check<'_>, now_ms: u64) -> Result<Decision, StoreError> {
@@ -689,7 +681,7 @@ impl Store for ReplicatedStore {
     }
 
     async fn ping(&self) -> Result<(), StoreError> {
-        self.inner.local.store().ping().await
+        self.inner.local.runner.ping().await
     }
 }
 

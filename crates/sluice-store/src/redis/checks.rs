@@ -1,0 +1,365 @@
+//! A check or an all-or-nothing batch on Redis, written once over [`ScriptRunner`]: how a
+//! check becomes the EVALSHA of its algorithm's script, how the answer becomes a
+//! [`Decision`], and how a batch whose keys span slots is consume-then-refund.
+
+use std::sync::Arc;
+
+use sluice_core::{Algorithm, CheckError, Decision};
+
+use super::ScriptRunner;
+use super::group::{Groups, Joined, Pending};
+use super::keys;
+use super::scripts::{ScriptId, algorithm_code};
+use crate::{Check, StoreError};
+
+/// What one script answers for one check.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Outcome {
+    pub decision: Decision,
+    /// `remaining` and `reset_ms` of the state before this check (a cost-0 peek).
+    before_remaining: u64,
+    before_reset_ms: u64,
+    /// What the refund script needs to find this consumption again.
+    token: u64,
+}
+
+/// Fields a script answers per check.
+pub(crate) const FIELDS: usize = 8;
+
+pub(crate) fn outcome(limit: u64, fields: &[i64]) -> Result<Outcome, StoreError> {
+    let [
+        allowed,
+        remaining,
+        reset,
+        retry,
+        delay,
+        before_remaining,
+        before_reset,
+        token,
+    ] = fields
+    else {
+        return Err(StoreError::Backend(format!(
+            "script answered {} fields, expected {FIELDS}",
+            fields.len()
+        )));
+    };
+    let n = |v: &i64| u64::try_from(*v).unwrap_or(0);
+    Ok(Outcome {
+        decision: Decision {
+            allowed: *allowed == 1,
+            limit,
+            remaining: n(remaining),
+            reset_ms: n(reset),
+            retry_after_ms: n(retry),
+            delay_ms: n(delay),
+        },
+        before_remaining: n(before_remaining),
+        before_reset_ms: n(before_reset),
+        token: n(token),
+    })
+}
+
+/// Refuses what the core would refuse, before anything is sent.
+pub(crate) fn validate(check: &Check<'_>) -> Result<(), StoreError> {
+    check.params.validate().map_err(|e| {
+        StoreError::Backend(format!("invalid parameters for {}: {e}", check.policy))
+    })?;
+    let capacity = check.params.capacity();
+    if check.cost > capacity {
+        return Err(CheckError::CostExceedsCapacity {
+            cost: check.cost,
+            capacity,
+        }
+        .into());
+    }
+    Ok(())
+}
+
+fn push_params(args: &mut Vec<String>, check: &Check<'_>) {
+    let p = &check.params;
+    args.push(p.limit.to_string());
+    args.push(p.window_ms.to_string());
+    args.push(p.burst.to_string());
+    args.push(check.cost.to_string());
+}
+
+/// One check: through its algorithm's script when nothing is in flight on its slot, else in
+/// the next group call (see [`group`](super::group)).
+pub(crate) async fn check<R: ScriptRunner>(
+    runner: &Arc<R>,
+    check: &Check<'_>,
+    now_ms: u64,
+) -> Result<Decision, StoreError> {
+    validate(check)?;
+    let layout = runner.layout();
+    let keys = keys::limit_keys(
+        &layout.prefix,
+        check.policy,
+        check.key,
+        check.params.algorithm,
+    );
+    let slot = keys.first().map_or(0, |key| runner.slot(key));
+    let pending = Pending {
+        keys,
+        params: check.params,
+        cost: check.cost,
+        now_ms,
+    };
+    runner
+        .bounds()
+        .call(async {
+            runner.routable().await?;
+            let shared: Arc<dyn ScriptRunner> = Arc::clone(runner) as Arc<dyn ScriptRunner>;
+            match Groups::join(&shared, slot, pending) {
+                Joined::Lead(lead, pending) => {
+                    let decision = alone(&*shared, pending).await;
+                    drop(lead);
+                    decision
+                }
+                Joined::Queued(answer) => answer
+                    .await
+                    .map_err(|_| StoreError::Backend("group call dropped its checks".into()))?,
+            }
+        })
+        .await
+}
+
+/// One check through its algorithm's script.
+async fn alone(runner: &dyn ScriptRunner, pending: Pending) -> Result<Decision, StoreError> {
+    let params = &pending.params;
+    let algorithm = params.algorithm;
+    let args = vec![
+        pending.now_ms.to_string(),
+        params.limit.to_string(),
+        params.window_ms.to_string(),
+        params.burst.to_string(),
+        pending.cost.to_string(),
+        u64::from(algorithm == Algorithm::LeakyBucket).to_string(),
+        runner.layout().ttl_grace_ms.to_string(),
+    ];
+    runner.groups().observe(runner, 1);
+    let answer = runner
+        .eval(ScriptId::check(algorithm), pending.keys, args)
+        .await?;
+    Ok(outcome(params.limit, &answer)?.decision)
+}
+
+/// The KEYS and ARGV of a batch or refund call: `now`, the count and the TTL grace, then per
+/// check its algorithm code, parameters and cost (and the refund token, with one).
+fn batch_call<'c>(
+    runner: &dyn ScriptRunner,
+    items: impl ExactSizeIterator<Item = (&'c Check<'c>, &'c [String], Option<u64>)>,
+    now_ms: u64,
+) -> (Vec<String>, Vec<String>) {
+    let mut keys = Vec::with_capacity(items.len());
+    let mut args = Vec::with_capacity(3 + 6 * items.len());
+    args.push(now_ms.to_string());
+    args.push(items.len().to_string());
+    args.push(runner.layout().ttl_grace_ms.to_string());
+    for (check, check_keys, token) in items {
+        keys.extend_from_slice(check_keys);
+        args.push(algorithm_code(check.params.algorithm).to_string());
+        push_params(&mut args, check);
+        args.extend(token.map(|t| t.to_string()));
+    }
+    (keys, args)
+}
+
+/// The checks `members` of one slot in one `batch` call: `(committed, outcomes in order)`.
+async fn batch(
+    runner: &dyn ScriptRunner,
+    checks: &[Check<'_>],
+    keys: &[Vec<String>],
+    members: &[usize],
+    now_ms: u64,
+) -> Result<(bool, Vec<Outcome>), StoreError> {
+    let items = members
+        .iter()
+        .map(|&i| (&checks[i], keys[i].as_slice(), None));
+    let (call_keys, args) = batch_call(runner, items, now_ms);
+    let answer = runner.eval(ScriptId::Batch, call_keys, args).await?;
+    let Some((committed, rest)) = answer.split_first() else {
+        return Err(StoreError::Backend("batch script answered nothing".into()));
+    };
+    if rest.len() != FIELDS * members.len() {
+        return Err(StoreError::Backend(format!(
+            "batch script answered {} fields for {} checks",
+            rest.len(),
+            members.len()
+        )));
+    }
+    let outcomes = rest
+        .chunks(FIELDS)
+        .zip(members)
+        .map(|(fields, &i)| outcome(checks[i].params.limit, fields))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok((*committed == 1, outcomes))
+}
+
+/// Gives back what the checks `consumed` took (each allowed, with the token it answered).
+async fn refund(
+    runner: &dyn ScriptRunner,
+    checks: &[Check<'_>],
+    keys: &[Vec<String>],
+    consumed: &[(usize, u64)],
+    now_ms: u64,
+) -> Result<(), StoreError> {
+    let items = consumed
+        .iter()
+        .map(|&(i, token)| (&checks[i], keys[i].as_slice(), Some(token)));
+    let (call_keys, args) = batch_call(runner, items, now_ms);
+    runner
+        .eval(ScriptId::Refund, call_keys, args)
+        .await
+        .map(|_| ())
+}
+
+/// All-or-nothing checks, grouped by slot (one group on a single server): each group is one
+/// `batch` call (all groups concurrently), and if any group was denied the groups that
+/// committed are refunded.
+///
+/// Results follow [`Store::check_all`](crate::Store::check_all): when the batch is denied,
+/// `remaining` and `reset` describe the state before it and `delay_ms` is 0.
+///
+/// A batch over several slots runs in a task of its own, holding its in-flight permit: if
+/// the caller stops waiting (its timeout), the task still finishes, and a batch denied on one
+/// slot is still refunded on the others instead of leaving half its consumption behind. Every
+/// command in it is bounded by the client's command timeout.
+pub(crate) async fn check_all<R: ScriptRunner>(
+    runner: &Arc<R>,
+    checks: &[Check<'_>],
+    now_ms: u64,
+) -> Result<Vec<Decision>, StoreError> {
+    if checks.is_empty() {
+        return Ok(Vec::new());
+    }
+    for check in checks {
+        validate(check)?;
+    }
+    let prefix = &runner.layout().prefix;
+    let keys: Vec<Vec<String>> = checks
+        .iter()
+        .map(|c| keys::limit_keys(prefix, c.policy, c.key, c.params.algorithm))
+        .collect();
+    // Groups of indices into `checks`, each group on one slot, in first-seen order.
+    let mut groups: Vec<(u16, Vec<usize>)> = Vec::new();
+    for (i, check_keys) in keys.iter().enumerate() {
+        let slot = check_keys.first().map_or(0, |key| runner.slot(key));
+        match groups.iter_mut().find(|(s, _)| *s == slot) {
+            Some((_, members)) => members.push(i),
+            None => groups.push((slot, vec![i])),
+        }
+    }
+    let groups: Vec<Vec<usize>> = groups.into_iter().map(|(_, members)| members).collect();
+    let bounds = runner.bounds();
+    if groups.len() == 1 {
+        return bounds
+            .call(async {
+                runner.routable().await?;
+                decide_groups(&**runner, checks, &keys, &groups, now_ms).await
+            })
+            .await;
+    }
+    let permit = bounds.owned_permit()?;
+    let owned: Vec<(String, String, sluice_core::Params, u64)> = checks
+        .iter()
+        .map(|c| (c.policy.to_owned(), c.key.to_owned(), c.params, c.cost))
+        .collect();
+    let task_runner = Arc::clone(runner);
+    let decided = async move {
+        task_runner.routable().await?;
+        let task = tokio::spawn(async move {
+            let _permit = permit;
+            let checks: Vec<Check<'_>> = owned
+                .iter()
+                .map(|(policy, key, params, cost)| Check {
+                    policy,
+                    key,
+                    params: *params,
+                    cost: *cost,
+                })
+                .collect();
+            decide_groups(&*task_runner, &checks, &keys, &groups, now_ms).await
+        });
+        match task.await {
+            Err(e) => Err(StoreError::Backend(format!("batch task failed: {e}"))),
+            Ok(result) => result,
+        }
+    };
+    bounds.timed(decided).await
+}
+
+/// One `batch` call per group, then the refund of the committed groups if any was denied.
+async fn decide_groups(
+    runner: &dyn ScriptRunner,
+    checks: &[Check<'_>],
+    keys: &[Vec<String>],
+    groups: &[Vec<usize>],
+    now_ms: u64,
+) -> Result<Vec<Decision>, StoreError> {
+    let results = futures::future::join_all(
+        groups
+            .iter()
+            .map(|members| batch(runner, checks, keys, members, now_ms)),
+    )
+    .await;
+
+    let mut outcomes: Vec<Option<Outcome>> = vec![None; checks.len()];
+    let mut committed_groups = Vec::new();
+    let mut failure = None;
+    let mut all_committed = true;
+    for (members, result) in groups.iter().zip(results) {
+        match result {
+            Ok((committed, group_outcomes)) => {
+                all_committed &= committed;
+                if committed {
+                    committed_groups.push(members);
+                }
+                for (&i, o) in members.iter().zip(group_outcomes) {
+                    outcomes[i] = Some(o);
+                }
+            }
+            Err(e) => {
+                all_committed = false;
+                failure.get_or_insert(e);
+            }
+        }
+    }
+    if !all_committed {
+        // Consume-then-refund: give back what the committed groups took.
+        let refunds = committed_groups.iter().map(|members| {
+            let consumed: Vec<(usize, u64)> = members
+                .iter()
+                .filter(|&&i| checks[i].cost > 0)
+                .filter_map(|&i| outcomes[i].map(|o| (i, o.token)))
+                .collect();
+            async move {
+                if consumed.is_empty() {
+                    Ok(())
+                } else {
+                    refund(runner, checks, keys, &consumed, now_ms).await
+                }
+            }
+        });
+        let refunded = futures::future::join_all(refunds).await;
+        if let Some(e) = failure {
+            return Err(e);
+        }
+        // A refund that failed leaves its consumption until the key's TTL: the batch was
+        // denied all the same, and a lost refund can only deny more, never admit more.
+        drop(refunded);
+    }
+    outcomes
+        .into_iter()
+        .map(|o| {
+            let o = o.ok_or_else(|| StoreError::Backend("batch lost a check".into()))?;
+            let mut d = o.decision;
+            if !all_committed {
+                d.remaining = o.before_remaining;
+                d.reset_ms = o.before_reset_ms;
+                d.delay_ms = 0;
+            }
+            Ok(d)
+        })
+        .collect()
+}

@@ -1,0 +1,10 @@
+-- Every algorithm by the code the batch and refund calls send for it: its check and refund
+-- functions, how many keys its state takes, and whether it is gcra's leaky_bucket mode.
+local ALGORITHMS = {
+  [0] = { check = fixed_window, refund = fixed_window_refund, keys = 1 },
+  [1] = { check = sliding_window_counter, refund = sliding_window_counter_refund, keys = 1 },
+  [2] = { check = sliding_window_log, refund = sliding_window_log_refund, keys = 2 },
+  [3] = { check = token_bucket, refund = token_bucket_refund, keys = 1 },
+  [4] = { check = gcra, refund = gcra_refund, keys = 1 },
+  [5] = { check = gcra, refund = gcra_refund, keys = 1, leaky = true },
+}

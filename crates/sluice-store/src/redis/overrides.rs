@@ -1,0 +1,165 @@
+//! Run-time limit overrides in Redis, written once over [`ScriptRunner`] for both backends.
+//!
+//! Each override is the hash `{prefix}:config:{policy}:{tier}` (fields `limit`, `burst`), as
+//! the contract names it. Beside them, the set `{prefix}:config-index` lists the overrides
+//! (`policy:tier` members, so a listing needs no SCAN of the keyspace) and the counter
+//! `{prefix}:config-version` is bumped by every change, so daemons poll one small key to learn
+//! that something changed. A change writes the hash first and bumps the version last: a
+//! reader that sees the new version also sees the new hash.
+//!
+//! Those keys lie on different slots of a cluster, so each step is a script call on one key
+//! (the same on one server): a hash is replaced whole in one step, the index names it only
+//! once it is complete, and the version moves last. A reader can meet a member whose hash a
+//! concurrent delete removed; it skips it.
+
+use std::collections::HashMap;
+
+use super::ScriptRunner;
+use super::scripts::ScriptId;
+use crate::{LimitOverride, StoreError};
+
+pub(crate) fn hash_key(prefix: &str, policy: &str, tier: &str) -> String {
+    format!("{prefix}:config:{policy}:{tier}")
+}
+
+pub(crate) fn index_key(prefix: &str) -> String {
+    format!("{prefix}:config-index")
+}
+
+pub(crate) fn version_key(prefix: &str) -> String {
+    format!("{prefix}:config-version")
+}
+
+/// The index member of (policy, tier). Policy and tier names never contain `:`.
+pub(crate) fn member(policy: &str, tier: &str) -> String {
+    format!("{policy}:{tier}")
+}
+
+/// The fields of an override's hash.
+pub(crate) fn fields(change: &LimitOverride) -> Vec<(&'static str, String)> {
+    let mut fields = vec![("limit", change.limit.to_string())];
+    if let Some(burst) = change.burst {
+        fields.push(("burst", burst.to_string()));
+    }
+    fields
+}
+
+/// An override read back from its index member and hash; `None` for a member whose hash is
+/// gone or unreadable (a concurrent delete, or a hand-edited key).
+pub(crate) fn parse(member: &str, fields: &HashMap<String, String>) -> Option<LimitOverride> {
+    let (policy, tier) = member.split_once(':')?;
+    let limit = fields.get("limit")?.parse().ok()?;
+    let burst = match fields.get("burst") {
+        Some(burst) => Some(burst.parse().ok()?),
+        None => None,
+    };
+    Some(LimitOverride {
+        policy: policy.to_owned(),
+        tier: tier.to_owned(),
+        limit,
+        burst,
+    })
+}
+
+/// One command on one key, answering its reply as strings.
+async fn command(
+    runner: &dyn ScriptRunner,
+    name: &str,
+    key: String,
+    args: impl IntoIterator<Item = String>,
+) -> Result<Vec<String>, StoreError> {
+    let args = std::iter::once(name.to_owned()).chain(args).collect();
+    runner.admin(ScriptId::KeyCommand, key, args).await
+}
+
+/// Bumps the version, last step of every change.
+async fn bump(runner: &dyn ScriptRunner) -> Result<(), StoreError> {
+    let key = version_key(&runner.layout().prefix);
+    command(runner, "INCR", key, []).await.map(|_| ())
+}
+
+/// Stores `change`, replacing the override of its policy and tier, and bumps the version.
+pub(crate) async fn put(
+    runner: &dyn ScriptRunner,
+    change: &LimitOverride,
+) -> Result<(), StoreError> {
+    let prefix = &runner.layout().prefix;
+    let pairs = fields(change)
+        .into_iter()
+        .flat_map(|(field, value)| [field.to_owned(), value])
+        .collect();
+    let hash = hash_key(prefix, &change.policy, &change.tier);
+    runner.admin(ScriptId::ReplaceHash, hash, pairs).await?;
+    let member = member(&change.policy, &change.tier);
+    command(runner, "SADD", index_key(prefix), [member]).await?;
+    bump(runner).await
+}
+
+/// Removes the override of (policy, tier); whether there was one. Bumps the version.
+pub(crate) async fn delete(
+    runner: &dyn ScriptRunner,
+    policy: &str,
+    tier: &str,
+) -> Result<bool, StoreError> {
+    let prefix = &runner.layout().prefix;
+    let deleted = command(runner, "DEL", hash_key(prefix, policy, tier), []).await?;
+    command(runner, "SREM", index_key(prefix), [member(policy, tier)]).await?;
+    bump(runner).await?;
+    Ok(deleted.first().is_some_and(|n| n != "0"))
+}
+
+/// The version and every stored override, sorted.
+pub(crate) async fn list(
+    runner: &dyn ScriptRunner,
+) -> Result<(u64, Vec<LimitOverride>), StoreError> {
+    let prefix = &runner.layout().prefix;
+    let version = version(runner).await?;
+    let members = command(runner, "SMEMBERS", index_key(prefix), []).await?;
+    let mut all = Vec::with_capacity(members.len());
+    for member in members {
+        let Some((policy, tier)) = member.split_once(':') else {
+            continue;
+        };
+        let flat = command(runner, "HGETALL", hash_key(prefix, policy, tier), []).await?;
+        let fields: HashMap<String, String> = flat
+            .chunks_exact(2)
+            .map(|pair| (pair[0].clone(), pair[1].clone()))
+            .collect();
+        all.extend(parse(&member, &fields));
+    }
+    all.sort();
+    Ok((version, all))
+}
+
+/// The version the overrides are at (0 before the first change).
+pub(crate) async fn version(runner: &dyn ScriptRunner) -> Result<u64, StoreError> {
+    let key = version_key(&runner.layout().prefix);
+    match command(runner, "GET", key, []).await?.first() {
+        None => Ok(0),
+        Some(raw) => raw
+            .parse()
+            .map_err(|_| StoreError::Backend(format!("override version {raw:?} is no number"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_override_round_trips_through_its_fields() {
+        let change = LimitOverride {
+            policy: "public".into(),
+            tier: "pro".into(),
+            limit: 200,
+            burst: Some(400),
+        };
+        let stored: HashMap<String, String> = fields(&change)
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), v))
+            .collect();
+        assert_eq!(parse(&member("public", "pro"), &stored), Some(change));
+        assert_eq!(hash_key("rl", "public", "pro"), "rl:config:public:pro");
+        assert_eq!(parse("public:pro", &HashMap::new()), None);
+    }
+}

@@ -1,0 +1,180 @@
+//! The Lua scripts sluice runs on Redis, assembled at compile time from the files under
+//! `lua/`, and the one way they are run: EVALSHA, loading a script on NOSCRIPT (a restarted
+//! server, `SCRIPT FLUSH`, a promoted replica) and retrying once, so a script is never
+//! re-sent per call.
+//!
+//! Each script is `common.lua` (the helpers every script shares) followed by the algorithm
+//! functions it needs and its main part:
+//! - one check script per algorithm family (`fixed_window`, `sliding_window_counter`,
+//!   `sliding_window_log`, `token_bucket`, and `gcra`, which also serves leaky_bucket);
+//! - `batch`: several checks whose keys share one slot, decided in order and committed only
+//!   if every one is allowed (on a single Redis every batch is one `batch` call);
+//! - `group`: checks that queued behind a call in flight, decided each on its own in one
+//!   call (group commit, see `group.rs`);
+//! - `refund`: gives back what checks consumed, for cross-slot batches on a cluster
+//!   (consume-then-refund);
+//! - `replicated` and `merge`: the window counters of `scope = "replicated"`, the first
+//!   weighting its sliding window with the same `window.lua` as the check scripts;
+//! - `key_command` and `replace_hash`: the overrides' reads and writes, one key each (their
+//!   keys span slots on a cluster).
+//!
+//! `now` always comes from the daemon as ARGV, so Redis and the core decide on the same time.
+
+use sluice_core::Algorithm;
+
+/// The concatenation of `lua/` files, at compile time.
+macro_rules! lua {
+    ($($file:literal),+ $(,)?) => {
+        concat!($(include_str!(concat!("lua/", $file))),+)
+    };
+}
+
+/// A check script: the helpers, the algorithm's files, `ALGORITHM` bound to its function
+/// and `check.lua`, the main part every check script shares.
+macro_rules! check_script {
+    ($function:literal in $($file:literal),+) => {
+        concat!(
+            lua!("common.lua", $($file),+),
+            "local ALGORITHM = ",
+            $function,
+            "\n",
+            lua!("check.lua")
+        )
+    };
+}
+
+/// Every algorithm's functions and the table of them by code, for the scripts that run any
+/// algorithm (batch, group, refund): the window weighting before the sliding window counter that
+/// uses it.
+macro_rules! algorithms {
+    ($($main:literal),+) => {
+        lua!(
+            "common.lua",
+            "window.lua",
+            "fixed_window.lua",
+            "sliding_window_counter.lua",
+            "sliding_window_log.lua",
+            "token_bucket.lua",
+            "gcra.lua",
+            "algorithms.lua",
+            $($main),+
+        )
+    };
+}
+
+/// Which script to run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ScriptId {
+    FixedWindow,
+    SlidingWindowCounter,
+    SlidingWindowLog,
+    TokenBucket,
+    /// gcra and leaky_bucket (one state, a flag tells them apart).
+    Gcra,
+    Batch,
+    /// Checks decided each on its own in one call (group commit).
+    Group,
+    Refund,
+    /// Replicated window counters (scope = "replicated"), see `replicated.rs`.
+    Replicated,
+    /// max()-merge of per-region totals and acknowledgements.
+    Merge,
+    /// One command on one key, answering its reply as strings.
+    KeyCommand,
+    /// A hash replaced whole (an override).
+    ReplaceHash,
+}
+
+impl ScriptId {
+    /// Every script, in [`index`](Self::index) order.
+    pub(crate) const ALL: [ScriptId; 12] = [
+        ScriptId::FixedWindow,
+        ScriptId::SlidingWindowCounter,
+        ScriptId::SlidingWindowLog,
+        ScriptId::TokenBucket,
+        ScriptId::Gcra,
+        ScriptId::Batch,
+        ScriptId::Group,
+        ScriptId::Refund,
+        ScriptId::Replicated,
+        ScriptId::Merge,
+        ScriptId::KeyCommand,
+        ScriptId::ReplaceHash,
+    ];
+
+    /// The check script of `algorithm`.
+    pub(crate) fn check(algorithm: Algorithm) -> ScriptId {
+        match algorithm {
+            Algorithm::FixedWindow => ScriptId::FixedWindow,
+            Algorithm::SlidingWindowCounter => ScriptId::SlidingWindowCounter,
+            Algorithm::SlidingWindowLog => ScriptId::SlidingWindowLog,
+            Algorithm::TokenBucket => ScriptId::TokenBucket,
+            Algorithm::Gcra | Algorithm::LeakyBucket => ScriptId::Gcra,
+        }
+    }
+
+    /// Position in [`ALL`](Self::ALL), where each client keeps its handle of the script.
+    pub(crate) fn index(self) -> usize {
+        self as usize
+    }
+
+    /// The script's Lua source.
+    pub(crate) fn source(self) -> &'static str {
+        match self {
+            ScriptId::FixedWindow => check_script!("fixed_window" in "fixed_window.lua"),
+            ScriptId::SlidingWindowCounter => check_script!(
+                "sliding_window_counter" in "window.lua", "sliding_window_counter.lua"
+            ),
+            ScriptId::SlidingWindowLog => {
+                check_script!("sliding_window_log" in "sliding_window_log.lua")
+            }
+            ScriptId::TokenBucket => check_script!("token_bucket" in "token_bucket.lua"),
+            ScriptId::Gcra => check_script!("gcra" in "gcra.lua"),
+            ScriptId::Batch => algorithms!("batch.lua"),
+            ScriptId::Group => algorithms!("group.lua"),
+            ScriptId::Refund => algorithms!("refund.lua"),
+            ScriptId::Replicated => lua!("common.lua", "window.lua", "replicated.lua"),
+            ScriptId::Merge => lua!("merge.lua"),
+            ScriptId::KeyCommand => lua!("key_command.lua"),
+            ScriptId::ReplaceHash => lua!("replace_hash.lua"),
+        }
+    }
+}
+
+/// The code of `algorithm` in the batch and refund scripts' dispatch tables.
+pub(crate) fn algorithm_code(algorithm: Algorithm) -> u64 {
+    match algorithm {
+        Algorithm::FixedWindow => 0,
+        Algorithm::SlidingWindowCounter => 1,
+        Algorithm::SlidingWindowLog => 2,
+        Algorithm::TokenBucket => 3,
+        Algorithm::Gcra => 4,
+        Algorithm::LeakyBucket => 5,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_script_sits_at_its_index() {
+        for (i, id) in ScriptId::ALL.iter().enumerate() {
+            assert_eq!(id.index(), i);
+            assert!(!id.source().is_empty());
+        }
+    }
+
+    #[test]
+    fn the_window_weighting_is_written_once() {
+        let weighting = "math.floor(previous * (w - elapsed) / w)";
+        for id in ScriptId::ALL {
+            assert!(id.source().matches(weighting).count() <= 1, "{id:?}");
+        }
+        assert!(
+            ScriptId::Replicated
+                .source()
+                .contains("local function swc_used")
+        );
+    }
+}
