@@ -411,17 +411,28 @@ impl Shard {
         None
     }
 
-    /// Forgets one key: of [`EVICTION_SAMPLES`] drawn at random, the one whose loss gives away
-    /// least. Counts it as evicted when its state was not yet fresh. Whether one was forgotten.
+    /// Forgets one key: of [`EVICTION_SAMPLES`] drawn at random (every key of a shard that
+    /// holds no more), the one whose loss gives away least. Counts it as evicted when its state
+    /// was not yet fresh. Whether one was forgotten.
     fn evict_one(&mut self, now_ms: u64, hasher: &RandomState) -> bool {
         let mut victim: Option<(Loss, usize, usize)> = None;
-        for _ in 0..EVICTION_SAMPLES {
-            let Some((policy, at)) = self.sample() else {
-                break;
-            };
-            let loss = self.policies[policy].1.loss(at, now_ms);
+        let mut consider = |loss: Loss, policy: usize, at: usize| {
             if victim.is_none_or(|(least, _, _)| loss < least) {
                 victim = Some((loss, policy, at));
+            }
+        };
+        if self.len <= EVICTION_SAMPLES as u64 {
+            for (policy, (_, keys)) in self.policies.iter().enumerate() {
+                for at in 0..keys.len() {
+                    consider(keys.loss(at, now_ms), policy, at);
+                }
+            }
+        } else {
+            for _ in 0..EVICTION_SAMPLES {
+                let Some((policy, at)) = self.sample() else {
+                    break;
+                };
+                consider(self.policies[policy].1.loss(at, now_ms), policy, at);
             }
         }
         let Some((loss, policy, at)) = victim else {
@@ -482,8 +493,16 @@ impl Default for MemoryStore {
 
 impl MemoryStore {
     pub fn new(config: MemoryStoreConfig) -> Self {
-        let shards = config.shards.max(1).next_power_of_two();
         let max_keys = config.max_keys.max(1);
+        // No more shards than keys, and each shard's share rounded down, so the shards
+        // together never hold more than `max_keys`.
+        let most_shards = 1usize
+            << (usize::BITS
+                - 1
+                - usize::try_from(max_keys)
+                    .unwrap_or(usize::MAX)
+                    .leading_zeros());
+        let shards = config.shards.max(1).next_power_of_two().min(most_shards);
         MemoryStore {
             shards: (0..shards)
                 .map(|at| {
@@ -493,7 +512,7 @@ impl MemoryStore {
                     })
                 })
                 .collect(),
-            shard_capacity: max_keys.div_ceil(shards as u64),
+            shard_capacity: max_keys / shards as u64,
             hasher: RandomState::new(),
             keys: AtomicU64::new(0),
             overrides: Mutex::new((0, BTreeMap::new())),
@@ -657,6 +676,16 @@ impl Store for MemoryStore {
 
     fn tracked_keys(&self) -> Option<u64> {
         Some(self.keys.load(Ordering::Relaxed))
+    }
+
+    fn evicted_keys(&self) -> Vec<(String, u64)> {
+        let mut totals: BTreeMap<String, u64> = BTreeMap::new();
+        for shard in self.shards.iter() {
+            for (policy, count) in &shard.lock().evicted {
+                *totals.entry(policy.to_string()).or_default() += count;
+            }
+        }
+        totals.into_iter().collect()
     }
 
     fn housekeep(&self, now_ms: u64) {
@@ -852,6 +881,164 @@ mod tests {
             regained.iter().all(|&(_, _, back)| back == 0),
             "exhausted keys (of 50) that got their quota back: {regained:?}"
         );
+    }
+
+    /// A full shard forgets one key per new key, expired ones first, and counts as evicted
+    /// only the keys whose state was not yet fresh. (A shard this small is scanned whole; a
+    /// larger one compares samples, which the flood test below exercises.)
+    #[tokio::test]
+    async fn a_full_shard_forgets_one_key_per_new_key_expired_first() {
+        let store = MemoryStore::new(MemoryStoreConfig {
+            max_keys: EVICTION_SAMPLES as u64,
+            shards: 1,
+        });
+        let short = fixed(5, 1000);
+        let long = fixed(5, 3_600_000);
+        let half = EVICTION_SAMPLES / 2;
+        for i in 0..half {
+            store
+                .check(&check(&format!("short-{i}"), short, 1), T0)
+                .await
+                .unwrap();
+            store
+                .check(&check(&format!("long-{i}"), long, 5), T0)
+                .await
+                .unwrap();
+        }
+        let full = Some(EVICTION_SAMPLES as u64);
+        assert_eq!(store.tracked_keys(), full);
+        // A second later the short keys are fresh again: new keys replace them one by one.
+        let later = T0 + 1000;
+        for i in 0..half {
+            store
+                .check(&check(&format!("new-{i}"), long, 1), later)
+                .await
+                .unwrap();
+            assert_eq!(store.tracked_keys(), full, "one key forgotten per new key");
+        }
+        assert!(
+            store.evicted_keys().is_empty(),
+            "{:?}",
+            store.evicted_keys()
+        );
+        for i in 0..half {
+            let d = store
+                .check(&check(&format!("long-{i}"), long, 0), later)
+                .await
+                .unwrap();
+            assert_eq!(d.remaining, 0, "long-{i} was forgotten");
+        }
+        // Now every key is live: a new one costs one of the keys with most left (new-*).
+        store.check(&check("newest", long, 1), later).await.unwrap();
+        assert_eq!(store.evicted_keys(), vec![("p".to_owned(), 1)]);
+        for i in 0..half {
+            let d = store
+                .check(&check(&format!("long-{i}"), long, 0), later)
+                .await
+                .unwrap();
+            assert_eq!(d.remaining, 0, "long-{i} was forgotten");
+        }
+    }
+
+    /// Within one policy, keys of different tiers are ranked against their own limit: a key of
+    /// a small tier that used up its 3 goes after keys of a large tier that used 10 of 1000.
+    #[tokio::test]
+    async fn each_key_is_ranked_against_the_limit_it_was_checked_with() {
+        let store = MemoryStore::new(MemoryStoreConfig {
+            max_keys: 64,
+            shards: 1,
+        });
+        let small = fixed(3, 3_600_000);
+        let large = fixed(1000, 3_600_000);
+        store.check(&check("small", small, 3), T0).await.unwrap();
+        for i in 0..200 {
+            store
+                .check(&check(&format!("large-{i}"), large, 10), T0)
+                .await
+                .unwrap();
+        }
+        let d = store.check(&check("small", small, 0), T0).await.unwrap();
+        assert_eq!(
+            d.remaining, 0,
+            "the exhausted key of the small tier was forgotten"
+        );
+        assert_eq!(store.evicted_keys(), vec![("p".to_owned(), 137)]);
+    }
+
+    /// Limits no key refers to any more are forgotten once the table is full, so a policy
+    /// whose limit changes again and again keeps ranking its keys right.
+    #[test]
+    fn the_limits_table_stays_bounded_and_keys_keep_their_limits() {
+        let hasher = RandomState::new();
+        let mut keys = Keys::default();
+        let add = |keys: &mut Keys, key: &str, params: &Params| {
+            let limits = keys.limits_of(params, UNKNOWN_LIMITS);
+            let slot = Slot {
+                key: KeyText::new(key),
+                entry: Entry {
+                    state: State::Fresh,
+                    expiry: Expiry::new(T0, limits),
+                },
+            };
+            keys.insert(hash_of(&hasher, "p", key.as_bytes()), "p", slot, &hasher);
+        };
+        for limit in 1..=200u64 {
+            add(&mut keys, &format!("k{limit}"), &fixed(limit, 1000));
+            // Every fourth key stays; the others are removed (the limit changed again).
+            keys.retain("p", &hasher, |e| e.expiry.at_ms() != T0 + 1);
+            if limit % 4 != 0 {
+                let at = keys.len() - 1;
+                keys.swap_remove(at, "p", &hasher);
+            }
+            assert!(keys.limits.len() <= MAX_LIMITS);
+        }
+        assert_eq!(keys.len(), 50);
+        for slot in &keys.slots {
+            let limit: u64 = std::str::from_utf8(&slot.key.as_bytes()[1..])
+                .unwrap()
+                .parse()
+                .unwrap();
+            let params = keys.limits.get(usize::from(slot.entry.expiry.limits()));
+            assert_eq!(params.map(|p| p.limit), Some(limit), "{limit}");
+        }
+    }
+
+    #[test]
+    fn an_expiry_keeps_its_time_and_limits_apart() {
+        for (at, limits) in [
+            (0, 0),
+            (T0, 7),
+            (Expiry::LATEST, UNKNOWN_LIMITS),
+            (u64::MAX, 3),
+        ] {
+            let expiry = Expiry::new(at, limits);
+            assert_eq!(
+                (expiry.at_ms(), expiry.limits()),
+                (at.min(Expiry::LATEST), limits)
+            );
+        }
+    }
+
+    /// The bound holds for a `max_keys` below the shard count or not a multiple of it.
+    #[tokio::test]
+    async fn tracked_keys_never_exceed_max_keys_of_any_size() {
+        for max_keys in [1, 3, 16, 100, 1000] {
+            let store = MemoryStore::new(MemoryStoreConfig {
+                max_keys,
+                ..MemoryStoreConfig::default()
+            });
+            for i in 0..3 * max_keys {
+                let key = format!("k{i}");
+                store
+                    .check(&check(&key, fixed(5, 60_000), 1), T0)
+                    .await
+                    .unwrap();
+                assert!(
+                    store.tracked_keys().unwrap() <= max_keys,
+                    "max_keys {max_keys}"
+                );
+            }
+        }
     }
 
     #[tokio::test]

@@ -149,10 +149,10 @@ async fn policies(State(app): State<App>) -> Response {
 
 async fn metrics_text(State(app): State<App>) -> Response {
     app.limiter.refresh_gauges(app.clock.now_ms());
-    let store = app.limiter.store();
-    if let Some(keys) = store.tracked_keys() {
-        app.limiter.metrics().set_keys(store.kind(), keys);
-    }
+    let limiter = &app.limiter;
+    limiter
+        .metrics()
+        .record_store(limiter.store().as_ref(), limiter.policies().names());
     (
         StatusCode::OK,
         [(
