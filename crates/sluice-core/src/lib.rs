@@ -40,6 +40,18 @@ pub fn decide(
     Ok(algorithms::decide(params, state, now_ms, cost))
 }
 
+/// Requests of cost 1 that would pass at `now_ms`: what a peek (`cost == 0`) of
+/// [`decide`] answers as `remaining`, without touching the state. At most
+/// [`Params::capacity`], which a fresh key (or one of another algorithm) has; 0 for a key that
+/// has used up its limit. A store that must forget keys asks this to forget first the ones
+/// whose loss gives away least.
+pub fn remaining(params: &Params, state: &State, now_ms: u64) -> u64 {
+    if !state.fits(params.algorithm) {
+        return params.capacity();
+    }
+    algorithms::remaining(params, state, now_ms)
+}
+
 /// Unix milliseconds at which `state` is indistinguishable from a fresh one, so a store may
 /// forget it (its TTL). Never more than `max(2 windows, time to refill a bucket)` after the
 /// last check.

@@ -3,7 +3,7 @@
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] fns may unwrap too
 
 use sluice_core::{
-    Algorithm, CheckError, MAX_EXACT, Params, ParamsError, State, decide, expires_at,
+    Algorithm, CheckError, MAX_EXACT, Params, ParamsError, State, decide, expires_at, remaining,
 };
 
 const T0: u64 = 1_700_000_000_000;
@@ -157,6 +157,21 @@ fn expiry_is_when_the_state_is_fresh_again_and_within_two_windows_for_windows() 
         let mut later = state.clone();
         let d = decide(&p, &mut later, at, 0).unwrap();
         assert_eq!(d.remaining, p.capacity(), "{algorithm}: full at expiry");
+    }
+}
+
+#[test]
+fn remaining_goes_from_capacity_to_zero_and_back_at_expiry() {
+    for algorithm in Algorithm::ALL {
+        let p = Params::new(algorithm, 3, 3_600_000, 3).unwrap();
+        let mut state = State::Fresh;
+        assert_eq!(remaining(&p, &state, T0), 3, "{algorithm}: a fresh key");
+        decide(&p, &mut state, T0, 1).unwrap();
+        assert_eq!(remaining(&p, &state, T0 + 1), 2, "{algorithm}: one used");
+        decide(&p, &mut state, T0, 2).unwrap();
+        assert_eq!(remaining(&p, &state, T0 + 1), 0, "{algorithm}: exhausted");
+        let at = expires_at(&p, &state);
+        assert_eq!(remaining(&p, &state, at), 3, "{algorithm}: full at expiry");
     }
 }
 

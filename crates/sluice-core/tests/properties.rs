@@ -2,7 +2,7 @@
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] fns may unwrap too
 
 use proptest::prelude::*;
-use sluice_core::{Algorithm, Decision, Params, State, decide};
+use sluice_core::{Algorithm, Decision, Params, State, decide, remaining};
 
 const T0: u64 = 1_700_000_000_000;
 
@@ -168,6 +168,36 @@ proptest! {
                 }
             }
             latest = latest.max(now);
+        }
+    }
+    #[test]
+    fn remaining_is_what_a_peek_answers_and_touches_nothing(
+        alg in 0usize..6, limit in 1u64..30, window_ms in 1u64..3000, burst in 1u64..30,
+        moves in prop::collection::vec((-1000i64..3000, 0u64..6), 1..200),
+    ) {
+        // Times go backwards too: the peek and `remaining` must read a skewed clock alike.
+        let p = params(Algorithm::ALL[alg], limit, window_ms, burst);
+        let other = params(Algorithm::ALL[(alg + 1) % 6], limit, window_ms, burst);
+        let mut state = State::Fresh;
+        let mut now = T0;
+        prop_assert_eq!(remaining(&p, &state, now), p.capacity());
+        for &(jump, cost) in &moves {
+            now = now.saturating_add_signed(jump);
+            decide(&p, &mut state, now, cost.min(p.capacity())).unwrap();
+            // Just before and at the instant the newest entry leaves the window, among others.
+            let edge = now + window_ms;
+            for at in [now.saturating_sub(500), now, now + window_ms / 2, edge - 1, edge, edge + 1] {
+                let before = state.clone();
+                let read = remaining(&p, &state, at);
+                prop_assert_eq!(&state, &before);
+                let peek = decide(&p, &mut state.clone(), at, 0).unwrap();
+                prop_assert_eq!(read, peek.remaining, "at {} of {:?}", at, state);
+                prop_assert!(read <= p.capacity());
+            }
+            // A state of another algorithm is a fresh key to this one.
+            if !state.fits(other.algorithm) {
+                prop_assert_eq!(remaining(&other, &state, now), other.capacity());
+            }
         }
     }
 }

@@ -8,7 +8,7 @@
 //! a sample (prometheus-client alone omits an empty family), so dashboards, alert rules and
 //! the drift guard can tell an unknown name from one that has not happened yet.
 
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use prometheus_client::encoding::{EncodeLabelSet, EncodeMetric, MetricEncoder};
@@ -18,7 +18,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use sluice_core::Algorithm;
-use sluice_store::{BatchObserver, ReplicationObserver, StoreKind};
+use sluice_store::{BatchObserver, ReplicationObserver, Store, StoreKind};
 
 use crate::histogram::{MAX_BUCKETS, StripedHistogram};
 
@@ -154,6 +154,7 @@ pub struct Metrics {
     backend_errors: Family<BackendErrorLabels, Counter>,
     shadow_rejections: Family<PolicyLabels, Counter>,
     keys: Family<BackendLabels, Gauge>,
+    evictions: Family<PolicyLabels, Counter>,
     config_reloads: Family<ResultLabels, Counter>,
     utilization: HistogramFamily<PolicyTierLabels>,
     denied_keys_ratio: Family<PolicyLabels, Gauge<f64, AtomicU64>>,
@@ -183,6 +184,7 @@ impl Metrics {
         let backend_errors = Family::<BackendErrorLabels, Counter>::default();
         let shadow_rejections = Family::<PolicyLabels, Counter>::default();
         let keys = Family::<BackendLabels, Gauge>::default();
+        let evictions = Family::<PolicyLabels, Counter>::default();
         let config_reloads = Family::<ResultLabels, Counter>::default();
         let utilization: HistogramFamily<PolicyTierLabels> =
             Family::new_with_constructor(utilization_histogram);
@@ -238,6 +240,11 @@ impl Metrics {
             Described(keys.clone()),
         );
         registry.register(
+            "rate_limit_evictions",
+            "Keys the in-memory backend forgot at backend.max_keys before their state was fresh again",
+            Described(evictions.clone()),
+        );
+        registry.register(
             "rate_limit_config_reloads",
             "Config reloads, by result",
             Described(config_reloads.clone()),
@@ -278,6 +285,7 @@ impl Metrics {
             backend_errors,
             shadow_rejections,
             keys,
+            evictions,
             config_reloads,
             utilization,
             denied_keys_ratio,
@@ -341,6 +349,9 @@ impl Metrics {
             };
             drop(self.check_duration.get_or_create(&labels));
             drop(self.shadow_rejections.get_or_create(&labels));
+            if backend == "memory" {
+                drop(self.evictions.get_or_create(&labels));
+            }
             let reason = PolicyReasonLabels {
                 policy: policy.clone(),
                 reason: "timeout",
@@ -443,6 +454,34 @@ impl Metrics {
         self.keys
             .get_or_create(&BackendLabels { backend })
             .set(i64::try_from(keys).unwrap_or(i64::MAX));
+    }
+
+    /// Copies what `store` counts itself into the metrics: `rate_limit_keys`, and
+    /// `rate_limit_evictions_total` of each of the configured `policies` (raised to the store's
+    /// count, which only grows). Names the store counts but the config does not have are left
+    /// out, so the label set stays that of the config.
+    pub fn record_store<'a>(
+        &self,
+        store: &dyn Store,
+        policies: impl IntoIterator<Item = &'a Arc<str>>,
+    ) {
+        if let Some(keys) = store.tracked_keys() {
+            self.set_keys(store.kind().as_str(), keys);
+        }
+        let evicted = store.evicted_keys();
+        if evicted.is_empty() {
+            return;
+        }
+        for policy in policies {
+            if let Some((_, total)) = evicted.iter().find(|(name, _)| **name == **policy) {
+                self.evictions
+                    .get_or_create(&PolicyLabels {
+                        policy: policy.clone(),
+                    })
+                    .inner()
+                    .fetch_max(*total, Ordering::Relaxed);
+            }
+        }
     }
 
     /// The OpenMetrics text of every metric ([`crate::exposition`] turns it into what the

@@ -184,11 +184,11 @@ async fn housekeep(app: App, stop: impl Future<Output = ()>) {
         tokio::select! {
             () = &mut stop => return,
             _ = tick.tick() => {
-                let store = app.limiter.store();
-                store.housekeep(app.clock.now_ms());
-                if let Some(keys) = store.tracked_keys() {
-                    app.limiter.metrics().set_keys(store.kind().as_str(), keys);
-                }
+                let limiter = &app.limiter;
+                limiter.store().housekeep(app.clock.now_ms());
+                limiter
+                    .metrics()
+                    .record_store(limiter.store().as_ref(), limiter.policies().names());
             }
         }
     }

@@ -1,9 +1,11 @@
 //! `MemoryStore`: state in process memory, for a single daemon.
 //!
 //! Keys are spread over mutex-guarded shards so concurrent checks of different keys rarely
-//! contend. Memory is bounded by `max_keys`: a full shard first forgets keys whose state has
-//! expired (is back to fresh) and then the soonest-expiring ones, a sixteenth of the shard at a
-//! time so the sweep is paid once per many inserts.
+//! contend. Memory is bounded by `max_keys`: a full shard forgets one key per new one, chosen
+//! as Redis approximates LRU: of a few keys sampled at random, the one whose loss gives away
+//! least. A key back to fresh gives away nothing, then the more of its limit a key has left the
+//! less; a key that has used up its limit would get all of it back, so it goes last. Sampling
+//! keeps an eviction at a fixed cost whatever the shard's size.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -12,7 +14,7 @@ use ahash::RandomState;
 use async_trait::async_trait;
 use hashbrown::HashTable;
 use parking_lot::{Mutex, MutexGuard};
-use sluice_core::{Decision, State};
+use sluice_core::{Decision, Params, State};
 
 use crate::{Check, LimitOverride, OverrideStore, Store, StoreError, StoreKind};
 
@@ -37,8 +39,43 @@ impl Default for MemoryStoreConfig {
 #[derive(Debug)]
 struct Entry {
     state: State,
-    expires_at: u64,
+    expiry: Expiry,
 }
+
+/// When a key's state is fresh again (unix ms) and which of its policy's limits it was last
+/// checked with (a position in [`Keys::limits`]), in one word so that a slot stays one cache
+/// line. 56 bits of milliseconds reach two million years past 1970, beyond every expiry valid
+/// parameters give; a later one is kept as that bound.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Expiry(u64);
+
+impl Expiry {
+    const AT_BITS: u32 = 56;
+    const LATEST: u64 = (1 << Self::AT_BITS) - 1;
+
+    fn new(at_ms: u64, limits: u8) -> Expiry {
+        Expiry(at_ms.min(Self::LATEST) | (u64::from(limits) << Self::AT_BITS))
+    }
+
+    fn at_ms(self) -> u64 {
+        self.0 & Self::LATEST
+    }
+
+    fn limits(self) -> u8 {
+        u8::try_from(self.0 >> Self::AT_BITS).unwrap_or(UNKNOWN_LIMITS)
+    }
+}
+
+/// Most distinct limits remembered per policy and shard (the policy's own and its tiers',
+/// across reloads and overrides); a key checked with yet another is ranked as exhausted.
+const MAX_LIMITS: usize = 64;
+
+/// The [`Expiry::limits`] of a key whose limits are not remembered.
+const UNKNOWN_LIMITS: u8 = u8::MAX;
+
+/// How many keys one eviction compares (Redis' `maxmemory-samples` is 5; more samples make an
+/// exhausted key's eviction unlikely even when a shard holds many).
+const EVICTION_SAMPLES: usize = 16;
 
 /// A tracked key and its state: 64 bytes, one cache line, for keys of up to 22 bytes.
 #[derive(Debug)]
@@ -88,9 +125,82 @@ impl KeyText {
 struct Keys {
     index: HashTable<u32>,
     slots: Vec<Slot>,
+    /// The distinct limits the keys were last checked with, which eviction reads a key's
+    /// remaining quota against; at most [`MAX_LIMITS`].
+    limits: Vec<Params>,
 }
 
 impl Keys {
+    /// The position of `params` in `limits`, added when new; `hint` (the key's last) is tried
+    /// first, so a check with the same limit as before costs one comparison.
+    fn limits_of(&mut self, params: &Params, hint: u8) -> u8 {
+        if self.limits.get(usize::from(hint)) == Some(params) {
+            return hint;
+        }
+        let at = match self.limits.iter().position(|known| known == params) {
+            Some(at) => at,
+            None if self.limits.len() < MAX_LIMITS => {
+                self.limits.push(*params);
+                self.limits.len() - 1
+            }
+            None => return UNKNOWN_LIMITS,
+        };
+        u8::try_from(at).unwrap_or(UNKNOWN_LIMITS)
+    }
+
+    /// Forgets the limits no key refers to any more, once the table is full (reloads and
+    /// overrides replaced them), renumbering the keys'.
+    fn compact_limits(&mut self) {
+        if self.limits.len() < MAX_LIMITS {
+            return;
+        }
+        let mut used = [false; MAX_LIMITS];
+        for slot in &self.slots {
+            if let Some(flag) = used.get_mut(usize::from(slot.entry.expiry.limits())) {
+                *flag = true;
+            }
+        }
+        let mut renumbered = [UNKNOWN_LIMITS; MAX_LIMITS];
+        let mut kept = Vec::with_capacity(MAX_LIMITS);
+        for (at, params) in self.limits.iter().enumerate() {
+            if used[at] {
+                renumbered[at] = u8::try_from(kept.len()).unwrap_or(UNKNOWN_LIMITS);
+                kept.push(*params);
+            }
+        }
+        self.limits = kept;
+        for slot in &mut self.slots {
+            let expiry = slot.entry.expiry;
+            let limits = renumbered
+                .get(usize::from(expiry.limits()))
+                .copied()
+                .unwrap_or(UNKNOWN_LIMITS);
+            slot.entry.expiry = Expiry::new(expiry.at_ms(), limits);
+        }
+    }
+
+    /// What forgetting the key at `at` would give away at `now_ms`.
+    fn loss(&self, at: usize, now_ms: u64) -> Loss {
+        let entry = &self.slots[at].entry;
+        let expires_at = entry.expiry.at_ms();
+        let share = if expires_at <= now_ms {
+            Share::NOTHING
+        } else {
+            match self.limits.get(usize::from(entry.expiry.limits())) {
+                Some(params) => {
+                    let capacity = params.capacity();
+                    let remaining = sluice_core::remaining(params, &entry.state, now_ms);
+                    Share {
+                        used: capacity.saturating_sub(remaining),
+                        of: capacity,
+                    }
+                }
+                None => Share::ALL,
+            }
+        };
+        Loss { share, expires_at }
+    }
+
     fn position(&self, hash: u64, key: &str) -> Option<usize> {
         self.index
             .find(hash, |&at| {
@@ -105,13 +215,9 @@ impl Keys {
         self.position(hash, key).map(|at| &self.slots[at].entry)
     }
 
-    fn get_mut(&mut self, hash: u64, key: &str) -> Option<&mut Entry> {
-        self.position(hash, key).map(|at| &mut self.slots[at].entry)
-    }
-
     /// Adds a key known to be absent. `policy` rehashes the index when it grows.
     fn insert(&mut self, hash: u64, policy: &str, slot: Slot, hasher: &RandomState) {
-        let Keys { index, slots } = self;
+        let Keys { index, slots, .. } = self;
         if slots.len() == slots.capacity() {
             slots.reserve_exact((slots.len() / 4).max(16));
         }
@@ -135,6 +241,7 @@ impl Keys {
                 removed += 1;
             }
         }
+        self.compact_limits();
         if self.slots.len() < self.slots.capacity() / 2 {
             self.slots
                 .shrink_to(self.slots.len() + self.slots.len() / 4);
@@ -146,7 +253,7 @@ impl Keys {
 
     /// Removes the slot at `at`; the last slot moves into its place.
     fn swap_remove(&mut self, at: usize, policy: &str, hasher: &RandomState) {
-        let Keys { index, slots } = self;
+        let Keys { index, slots, .. } = self;
         let position = |i: usize| u32::try_from(i).unwrap_or(u32::MAX);
         let hash = hash_of(hasher, policy, slots[at].key.as_bytes());
         if let Ok(entry) = index.find_entry(hash, |&i| i == position(at)) {
@@ -176,6 +283,53 @@ type Overrides = (u64, BTreeMap<(String, String), LimitOverride>);
 struct Shard {
     policies: Vec<(Box<str>, Keys)>,
     len: u64,
+    /// Keys forgotten to make room while their state was not yet fresh, by policy.
+    evicted: Vec<(Box<str>, u64)>,
+    /// The state of the generator that picks eviction samples.
+    sampler: u64,
+}
+
+/// The share of a key's capacity that forgetting it would give back: `used` of `of`.
+#[derive(Debug, Clone, Copy)]
+struct Share {
+    used: u64,
+    of: u64,
+}
+
+impl Share {
+    const NOTHING: Share = Share { used: 0, of: 1 };
+    const ALL: Share = Share { used: 1, of: 1 };
+}
+
+impl Ord for Share {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        // used / of against other.used / other.of, without division.
+        let mine = u128::from(self.used) * u128::from(other.of.max(1));
+        let theirs = u128::from(other.used) * u128::from(self.of.max(1));
+        mine.cmp(&theirs)
+    }
+}
+
+impl PartialOrd for Share {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl PartialEq for Share {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other).is_eq()
+    }
+}
+
+impl Eq for Share {}
+
+/// What forgetting a key gives away, least first: the share of its limit it would get back,
+/// then how long until it would be fresh anyway.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct Loss {
+    share: Share,
+    expires_at: u64,
 }
 
 impl Shard {
@@ -190,51 +344,113 @@ impl Shard {
         self.keys(policy).and_then(|keys| keys.get(hash, key))
     }
 
-    fn get_mut(&mut self, hash: u64, policy: &str, key: &str) -> Option<&mut Entry> {
+    fn keys_mut(&mut self, policy: &str) -> Option<&mut Keys> {
         self.policies
             .iter_mut()
             .find(|(name, _)| &**name == policy)
-            .and_then(|(_, keys)| keys.get_mut(hash, key))
+            .map(|(_, keys)| keys)
     }
 
-    /// Adds a key known to be absent.
-    fn insert(&mut self, hash: u64, policy: &str, key: &str, entry: Entry, hasher: &RandomState) {
-        let at = match self.policies.iter().position(|(name, _)| &**name == policy) {
+    /// Stores the state of a key checked with `params`, which expires at `expires_at`; whether
+    /// the key is new.
+    fn store(
+        &mut self,
+        hash: u64,
+        check: &Check<'_>,
+        state: State,
+        expires_at: u64,
+        hasher: &RandomState,
+    ) -> bool {
+        let at = match self
+            .policies
+            .iter()
+            .position(|(name, _)| &**name == check.policy)
+        {
             Some(at) => at,
             None => {
-                self.policies.push((policy.into(), Keys::default()));
+                self.policies.push((check.policy.into(), Keys::default()));
                 self.policies.len() - 1
             }
         };
         let (name, keys) = &mut self.policies[at];
+        if let Some(at) = keys.position(hash, check.key) {
+            let entry = &mut keys.slots[at].entry;
+            let hint = entry.expiry.limits();
+            entry.state = state;
+            let limits = keys.limits_of(&check.params, hint);
+            keys.slots[at].entry.expiry = Expiry::new(expires_at, limits);
+            return false;
+        }
+        let limits = keys.limits_of(&check.params, 0);
         let slot = Slot {
-            key: KeyText::new(key),
-            entry,
+            key: KeyText::new(check.key),
+            entry: Entry {
+                state,
+                expiry: Expiry::new(expires_at, limits),
+            },
         };
         keys.insert(hash, name, slot, hasher);
         self.len += 1;
+        true
     }
 
-    /// Forgets expired keys; if that frees fewer than `target`, also the soonest-expiring.
-    /// Returns how many keys were forgotten.
-    fn evict(&mut self, now_ms: u64, target: u64, hasher: &RandomState) -> u64 {
-        let expiries = || {
-            self.policies
-                .iter()
-                .flat_map(|(_, keys)| keys.slots.iter().map(|slot| slot.entry.expires_at))
-        };
-        let expired = expiries().filter(|&at| at <= now_ms).count() as u64;
-        let threshold = if expired >= target {
-            now_ms
-        } else {
-            let mut expiries: Vec<u64> = expiries().collect();
-            let nth = (target.saturating_sub(1) as usize).min(expiries.len().saturating_sub(1));
-            if expiries.is_empty() {
-                return 0;
+    /// A position among the shard's keys, drawn uniformly (splitmix64): `(policy, slot)`.
+    fn sample(&mut self) -> Option<(usize, usize)> {
+        self.sampler = self.sampler.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.sampler;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        let mut at = (z ^ (z >> 31)) % self.len.max(1);
+        for (policy, (_, keys)) in self.policies.iter().enumerate() {
+            let len = keys.len() as u64;
+            if at < len {
+                return Some((policy, at as usize));
             }
-            *expiries.select_nth_unstable(nth).1
+            at -= len;
+        }
+        None
+    }
+
+    /// Forgets one key: of [`EVICTION_SAMPLES`] drawn at random (every key of a shard that
+    /// holds no more), the one whose loss gives away least. Counts it as evicted when its state
+    /// was not yet fresh. Whether one was forgotten.
+    fn evict_one(&mut self, now_ms: u64, hasher: &RandomState) -> bool {
+        let mut victim: Option<(Loss, usize, usize)> = None;
+        let mut consider = |loss: Loss, policy: usize, at: usize| {
+            if victim.is_none_or(|(least, _, _)| loss < least) {
+                victim = Some((loss, policy, at));
+            }
         };
-        self.retain(hasher, |entry| entry.expires_at > threshold)
+        if self.len <= EVICTION_SAMPLES as u64 {
+            for (policy, (_, keys)) in self.policies.iter().enumerate() {
+                for at in 0..keys.len() {
+                    consider(keys.loss(at, now_ms), policy, at);
+                }
+            }
+        } else {
+            for _ in 0..EVICTION_SAMPLES {
+                let Some((policy, at)) = self.sample() else {
+                    break;
+                };
+                consider(self.policies[policy].1.loss(at, now_ms), policy, at);
+            }
+        }
+        let Some((loss, policy, at)) = victim else {
+            return false;
+        };
+        let (name, keys) = &mut self.policies[policy];
+        keys.swap_remove(at, name, hasher);
+        self.len -= 1;
+        if loss.expires_at > now_ms {
+            match self.evicted.iter_mut().find(|(evicted, _)| evicted == name) {
+                Some((_, count)) => *count += 1,
+                None => self.evicted.push((name.clone(), 1)),
+            }
+        }
+        if keys.len() == 0 {
+            self.policies.swap_remove(policy);
+        }
+        true
     }
 
     fn retain(&mut self, hasher: &RandomState, keep: impl Fn(&Entry) -> bool) -> u64 {
@@ -277,11 +493,26 @@ impl Default for MemoryStore {
 
 impl MemoryStore {
     pub fn new(config: MemoryStoreConfig) -> Self {
-        let shards = config.shards.max(1).next_power_of_two();
         let max_keys = config.max_keys.max(1);
+        // No more shards than keys, and each shard's share rounded down, so the shards
+        // together never hold more than `max_keys`.
+        let most_shards = 1usize
+            << (usize::BITS
+                - 1
+                - usize::try_from(max_keys)
+                    .unwrap_or(usize::MAX)
+                    .leading_zeros());
+        let shards = config.shards.max(1).next_power_of_two().min(most_shards);
         MemoryStore {
-            shards: (0..shards).map(|_| Mutex::new(Shard::default())).collect(),
-            shard_capacity: max_keys.div_ceil(shards as u64),
+            shards: (0..shards)
+                .map(|at| {
+                    Mutex::new(Shard {
+                        sampler: at as u64,
+                        ..Shard::default()
+                    })
+                })
+                .collect(),
+            shard_capacity: max_keys / shards as u64,
             hasher: RandomState::new(),
             keys: AtomicU64::new(0),
             overrides: Mutex::new((0, BTreeMap::new())),
@@ -294,36 +525,35 @@ impl MemoryStore {
         (hash, ((hash >> 32) as usize) & (self.shards.len() - 1))
     }
 
-    /// Stores `state` for a key, making room first when the shard is full.
+    /// Stores `state` for a key, making room first when the shard is full and the key new.
     fn put(&self, shard: &mut Shard, hash: u64, check: &Check<'_>, state: State, now_ms: u64) {
         let expires_at = sluice_core::expires_at(&check.params, &state);
-        if let Some(entry) = shard.get_mut(hash, check.policy, check.key) {
-            entry.state = state;
-            entry.expires_at = expires_at;
-            return;
+        let known = shard.get(hash, check.policy, check.key).is_some();
+        while !known && shard.len >= self.shard_capacity {
+            if !shard.evict_one(now_ms, &self.hasher) {
+                break;
+            }
+            self.keys.fetch_sub(1, Ordering::Relaxed);
         }
-        if shard.len >= self.shard_capacity {
-            let freed = shard.evict(now_ms, (self.shard_capacity / 16).max(1), &self.hasher);
-            self.keys.fetch_sub(freed, Ordering::Relaxed);
+        if shard.store(hash, check, state, expires_at, &self.hasher) {
+            self.keys.fetch_add(1, Ordering::Relaxed);
         }
-        shard.insert(
-            hash,
-            check.policy,
-            check.key,
-            Entry { state, expires_at },
-            &self.hasher,
-        );
-        self.keys.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Decides one check under its shard's lock.
     fn decide(&self, check: &Check<'_>, now_ms: u64) -> Result<Decision, StoreError> {
         let (hash, at) = self.locate(check.policy, check.key);
         let mut shard = self.shards[at].lock();
-        if let Some(entry) = shard.get_mut(hash, check.policy, check.key) {
+        if let Some(keys) = shard.keys_mut(check.policy)
+            && let Some(at) = keys.position(hash, check.key)
+        {
+            let entry = &mut keys.slots[at].entry;
             let decision =
                 sluice_core::decide(&check.params, &mut entry.state, now_ms, check.cost)?;
-            entry.expires_at = sluice_core::expires_at(&check.params, &entry.state);
+            let expires_at = sluice_core::expires_at(&check.params, &entry.state);
+            let hint = entry.expiry.limits();
+            let limits = keys.limits_of(&check.params, hint);
+            keys.slots[at].entry.expiry = Expiry::new(expires_at, limits);
             return Ok(decision);
         }
         let mut state = State::Fresh;
@@ -421,11 +651,21 @@ impl Store for MemoryStore {
         Some(self.keys.load(Ordering::Relaxed))
     }
 
+    fn evicted_keys(&self) -> Vec<(String, u64)> {
+        let mut totals: BTreeMap<String, u64> = BTreeMap::new();
+        for shard in self.shards.iter() {
+            for (policy, count) in &shard.lock().evicted {
+                *totals.entry(policy.to_string()).or_default() += count;
+            }
+        }
+        totals.into_iter().collect()
+    }
+
     fn housekeep(&self, now_ms: u64) {
         for shard in self.shards.iter() {
             let freed = shard
                 .lock()
-                .retain(&self.hasher, |entry| entry.expires_at > now_ms);
+                .retain(&self.hasher, |entry| entry.expiry.at_ms() > now_ms);
             self.keys.fetch_sub(freed, Ordering::Relaxed);
         }
     }
@@ -480,6 +720,16 @@ mod tests {
         }
     }
 
+    /// A check of cost 1 of `key` under `policy`.
+    fn one<'a>(policy: &'a str, key: &'a str, params: Params) -> Check<'a> {
+        Check {
+            policy,
+            key,
+            params,
+            cost: 1,
+        }
+    }
+
     fn fixed(limit: u64, window_ms: u64) -> Params {
         Params::new(Algorithm::FixedWindow, limit, window_ms, limit).unwrap()
     }
@@ -496,7 +746,7 @@ mod tests {
                 key: KeyText::new(text),
                 entry: Entry {
                     state: State::Fresh,
-                    expires_at: at as u64,
+                    expiry: Expiry::new(at as u64, 0),
                 },
             };
             keys.insert(hash_of(&hasher, "p", text.as_bytes()), "p", slot, &hasher);
@@ -504,7 +754,7 @@ mod tests {
         for (at, text) in texts.iter().enumerate() {
             let found = keys.get(hash_of(&hasher, "p", text.as_bytes()), text);
             assert_eq!(
-                found.map(|e| e.expires_at),
+                found.map(|e| e.expiry.at_ms()),
                 Some(at as u64),
                 "{}",
                 text.len()
@@ -527,9 +777,9 @@ mod tests {
         let hasher = RandomState::new();
         let mut keys = Keys::default();
         let mut model = std::collections::HashMap::new();
-        let entry = |expires_at| Entry {
+        let entry = |at| Entry {
             state: State::Fresh,
-            expires_at,
+            expiry: Expiry::new(at, 0),
         };
         for round in 0..5u64 {
             for i in 0..2000u64 {
@@ -542,14 +792,14 @@ mod tests {
                 model.insert(key, i);
             }
             // Forget a scattered third: the first, the last and runs in between.
-            let removed = keys.retain("p", &hasher, |e| e.expires_at % 3 != round % 3);
+            let removed = keys.retain("p", &hasher, |e| e.expiry.at_ms() % 3 != round % 3);
             let before = model.len();
             model.retain(|_, at| *at % 3 != round % 3);
             assert_eq!(removed as usize, before - model.len());
             assert_eq!(keys.len(), model.len());
             for (key, at) in &model {
                 let found = keys.get(hash_of(&hasher, "p", key.as_bytes()), key);
-                assert_eq!(found.map(|e| e.expires_at), Some(*at), "{key}");
+                assert_eq!(found.map(|e| e.expiry.at_ms()), Some(*at), "{key}");
             }
             for i in (0..2000u64).filter(|i| i % 3 == round % 3) {
                 let key = format!("k{round}-{i}");
@@ -585,6 +835,213 @@ mod tests {
         }
         let survivor = store.check(&check("long", long, 0), T0).await.unwrap();
         assert_eq!(survivor.remaining, 4, "the long-lived key was not evicted");
+    }
+
+    /// A store at `max_keys` flooded with one-request keys keeps the keys that have used up
+    /// their limit: forgetting one would hand its whole limit back. Every algorithm: 50
+    /// exhausted keys (limit 3 per hour), then 7000 new keys into a store of 6400, once under
+    /// the same policy (their state expires with the exhausted keys') and once under a policy
+    /// of a day (theirs expires later).
+    #[tokio::test]
+    async fn a_flood_at_max_keys_gives_no_exhausted_key_its_quota_back() {
+        let mut regained = Vec::new();
+        for algorithm in Algorithm::ALL {
+            for (flood_policy, flood_window) in [("hourly", 3_600_000), ("daily", 86_400_000)] {
+                let store = MemoryStore::new(MemoryStoreConfig {
+                    max_keys: 6400,
+                    ..MemoryStoreConfig::default()
+                });
+                let hourly = Params::new(algorithm, 3, 3_600_000, 3).unwrap();
+                let flood = Params::new(algorithm, 3, flood_window, 3).unwrap();
+                let exhausted: Vec<String> = (0..50).map(|i| format!("exhausted-{i}")).collect();
+                for key in &exhausted {
+                    for _ in 0..3 {
+                        let check = one("hourly", key, hourly);
+                        assert!(store.check(&check, T0).await.unwrap().allowed);
+                    }
+                    let over = store.check(&one("hourly", key, hourly), T0).await.unwrap();
+                    assert!(!over.allowed);
+                }
+                for i in 0..7000u64 {
+                    let key = format!("flood-{i}");
+                    let check = one(flood_policy, &key, flood);
+                    assert!(store.check(&check, T0 + 1 + i).await.unwrap().allowed);
+                    assert!(store.tracked_keys().unwrap() <= 6400);
+                }
+                let mut back = 0;
+                for key in &exhausted {
+                    let peek = Check {
+                        cost: 0,
+                        ..one("hourly", key, hourly)
+                    };
+                    let now = T0 + 10_000;
+                    back += usize::from(store.check(&peek, now).await.unwrap().remaining > 0);
+                }
+                regained.push((algorithm.as_str(), flood_policy, back));
+            }
+        }
+        assert!(
+            regained.iter().all(|&(_, _, back)| back == 0),
+            "exhausted keys (of 50) that got their quota back: {regained:?}"
+        );
+    }
+
+    /// A full shard forgets one key per new key, expired ones first, and counts as evicted
+    /// only the keys whose state was not yet fresh. (A shard this small is scanned whole; a
+    /// larger one compares samples, which the flood test below exercises.)
+    #[tokio::test]
+    async fn a_full_shard_forgets_one_key_per_new_key_expired_first() {
+        let store = MemoryStore::new(MemoryStoreConfig {
+            max_keys: EVICTION_SAMPLES as u64,
+            shards: 1,
+        });
+        let short = fixed(5, 1000);
+        let long = fixed(5, 3_600_000);
+        let half = EVICTION_SAMPLES / 2;
+        for i in 0..half {
+            store
+                .check(&check(&format!("short-{i}"), short, 1), T0)
+                .await
+                .unwrap();
+            store
+                .check(&check(&format!("long-{i}"), long, 5), T0)
+                .await
+                .unwrap();
+        }
+        let full = Some(EVICTION_SAMPLES as u64);
+        assert_eq!(store.tracked_keys(), full);
+        // A second later the short keys are fresh again: new keys replace them one by one.
+        let later = T0 + 1000;
+        for i in 0..half {
+            store
+                .check(&check(&format!("new-{i}"), long, 1), later)
+                .await
+                .unwrap();
+            assert_eq!(store.tracked_keys(), full, "one key forgotten per new key");
+        }
+        assert!(
+            store.evicted_keys().is_empty(),
+            "{:?}",
+            store.evicted_keys()
+        );
+        for i in 0..half {
+            let d = store
+                .check(&check(&format!("long-{i}"), long, 0), later)
+                .await
+                .unwrap();
+            assert_eq!(d.remaining, 0, "long-{i} was forgotten");
+        }
+        // Now every key is live: a new one costs one of the keys with most left (new-*).
+        store.check(&check("newest", long, 1), later).await.unwrap();
+        assert_eq!(store.evicted_keys(), vec![("p".to_owned(), 1)]);
+        for i in 0..half {
+            let d = store
+                .check(&check(&format!("long-{i}"), long, 0), later)
+                .await
+                .unwrap();
+            assert_eq!(d.remaining, 0, "long-{i} was forgotten");
+        }
+    }
+
+    /// Within one policy, keys of different tiers are ranked against their own limit: a key of
+    /// a small tier that used up its 3 goes after keys of a large tier that used 10 of 1000.
+    #[tokio::test]
+    async fn each_key_is_ranked_against_the_limit_it_was_checked_with() {
+        let store = MemoryStore::new(MemoryStoreConfig {
+            max_keys: 64,
+            shards: 1,
+        });
+        let small = fixed(3, 3_600_000);
+        let large = fixed(1000, 3_600_000);
+        store.check(&check("small", small, 3), T0).await.unwrap();
+        for i in 0..200 {
+            store
+                .check(&check(&format!("large-{i}"), large, 10), T0)
+                .await
+                .unwrap();
+        }
+        let d = store.check(&check("small", small, 0), T0).await.unwrap();
+        assert_eq!(
+            d.remaining, 0,
+            "the exhausted key of the small tier was forgotten"
+        );
+        assert_eq!(store.evicted_keys(), vec![("p".to_owned(), 137)]);
+    }
+
+    /// Limits no key refers to any more are forgotten once the table is full, so a policy
+    /// whose limit changes again and again keeps ranking its keys right.
+    #[test]
+    fn the_limits_table_stays_bounded_and_keys_keep_their_limits() {
+        let hasher = RandomState::new();
+        let mut keys = Keys::default();
+        let add = |keys: &mut Keys, key: &str, params: &Params| {
+            let limits = keys.limits_of(params, UNKNOWN_LIMITS);
+            let slot = Slot {
+                key: KeyText::new(key),
+                entry: Entry {
+                    state: State::Fresh,
+                    expiry: Expiry::new(T0, limits),
+                },
+            };
+            keys.insert(hash_of(&hasher, "p", key.as_bytes()), "p", slot, &hasher);
+        };
+        for limit in 1..=200u64 {
+            add(&mut keys, &format!("k{limit}"), &fixed(limit, 1000));
+            // Every fourth key stays; the others are removed (the limit changed again).
+            keys.retain("p", &hasher, |e| e.expiry.at_ms() != T0 + 1);
+            if limit % 4 != 0 {
+                let at = keys.len() - 1;
+                keys.swap_remove(at, "p", &hasher);
+            }
+            assert!(keys.limits.len() <= MAX_LIMITS);
+        }
+        assert_eq!(keys.len(), 50);
+        for slot in &keys.slots {
+            let limit: u64 = std::str::from_utf8(&slot.key.as_bytes()[1..])
+                .unwrap()
+                .parse()
+                .unwrap();
+            let params = keys.limits.get(usize::from(slot.entry.expiry.limits()));
+            assert_eq!(params.map(|p| p.limit), Some(limit), "{limit}");
+        }
+    }
+
+    #[test]
+    fn an_expiry_keeps_its_time_and_limits_apart() {
+        for (at, limits) in [
+            (0, 0),
+            (T0, 7),
+            (Expiry::LATEST, UNKNOWN_LIMITS),
+            (u64::MAX, 3),
+        ] {
+            let expiry = Expiry::new(at, limits);
+            assert_eq!(
+                (expiry.at_ms(), expiry.limits()),
+                (at.min(Expiry::LATEST), limits)
+            );
+        }
+    }
+
+    /// The bound holds for a `max_keys` below the shard count or not a multiple of it.
+    #[tokio::test]
+    async fn tracked_keys_never_exceed_max_keys_of_any_size() {
+        for max_keys in [1, 3, 16, 100, 1000] {
+            let store = MemoryStore::new(MemoryStoreConfig {
+                max_keys,
+                ..MemoryStoreConfig::default()
+            });
+            for i in 0..3 * max_keys {
+                let key = format!("k{i}");
+                store
+                    .check(&check(&key, fixed(5, 60_000), 1), T0)
+                    .await
+                    .unwrap();
+                assert!(
+                    store.tracked_keys().unwrap() <= max_keys,
+                    "max_keys {max_keys}"
+                );
+            }
+        }
     }
 
     #[tokio::test]

@@ -102,6 +102,12 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// stores that make no such calls ignore it.
     fn set_batch_observer(&self, _observer: std::sync::Arc<dyn BatchObserver>) {}
 
+    /// Keys forgotten to stay within a bound before their state was fresh again, by policy,
+    /// since the store started (memory only: `backend.max_keys`).
+    fn evicted_keys(&self) -> Vec<(String, u64)> {
+        Vec::new()
+    }
+
     /// Periodic upkeep at `now_ms`, such as forgetting expired keys. Called by the daemon.
     fn housekeep(&self, _now_ms: u64) {}
 }

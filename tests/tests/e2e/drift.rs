@@ -12,7 +12,7 @@ use crate::assets::{self, Expr};
 
 /// The documented metric table: (name, type). Counters are exported as `<name>` samples too, since
 /// every documented counter name already ends in `_total`.
-const DOCUMENTED_METRICS: [(&str, &str); 15] = [
+const DOCUMENTED_METRICS: [(&str, &str); 16] = [
     ("rate_limit_requests_total", "counter"),
     ("rate_limit_redis_duration_seconds", "histogram"),
     ("rate_limit_redis_batch_size", "histogram"),
@@ -25,6 +25,7 @@ const DOCUMENTED_METRICS: [(&str, &str); 15] = [
     ("rate_limit_config_reloads_total", "counter"),
     ("rate_limit_utilization", "histogram"),
     ("rate_limit_denied_keys_ratio", "gauge"),
+    ("rate_limit_evictions_total", "counter"),
     // the README's multi-region section.
     ("rate_limit_replication_lag_seconds", "histogram"),
     ("rate_limit_replication_pending", "gauge"),
@@ -169,4 +170,48 @@ async fn every_spec_metric_is_exported_with_its_type_before_it_has_samples() {
     ] {
         assert!(samples.contains(name), "{name} has no sample");
     }
+}
+
+/// `rate_limit_evictions_total` counts, per policy, the keys a full memory store forgot: of
+/// 200 new keys into a store of 16, all but those left tracked.
+#[tokio::test]
+async fn evictions_at_max_keys_are_counted_per_policy() {
+    let config = r#"
+[backend]
+max_keys = 16
+
+[policies.hourly]
+algorithm = "fixed_window"
+limit = 3
+window = "1h"
+
+[policies.idle]
+algorithm = "fixed_window"
+limit = 3
+window = "1h"
+"#;
+    let d = Daemon::start(config).await;
+    let c = d.unix();
+    for i in 0..200 {
+        let answer = c.check(&req("hourly", &format!("k{i}"))).await.unwrap();
+        assert!(answer.body.allowed);
+    }
+    let text = d
+        .tcp()
+        .send(Method::GET, "/metrics", &[], "")
+        .await
+        .unwrap();
+    let text = String::from_utf8(text.body.to_vec()).unwrap();
+    let sample = |series: &str| -> u64 {
+        let line = text.lines().find(|l| l.starts_with(series));
+        let value = line.and_then(|l| l.rsplit(' ').next());
+        value
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no {series}:\n{text}"))
+    };
+    let tracked = sample(r#"rate_limit_keys{backend="memory"}"#);
+    let evicted = sample(r#"rate_limit_evictions_total{policy="hourly"}"#);
+    assert!(tracked <= 16, "{tracked} keys tracked");
+    assert_eq!(evicted, 200 - tracked, "{text}");
+    assert_eq!(sample(r#"rate_limit_evictions_total{policy="idle"}"#), 0);
 }

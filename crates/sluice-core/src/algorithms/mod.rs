@@ -36,6 +36,18 @@ pub(crate) fn decide(params: &Params, state: &mut State, now: u64, cost: u64) ->
     }
 }
 
+/// What a peek at `now` answers as `remaining`, the state untouched. Every state but the log
+/// is a few integers, so a peek on a copy is the arithmetic itself; the log would be copied
+/// whole, so it is read in place.
+pub(crate) fn remaining(params: &Params, state: &State, now: u64) -> u64 {
+    match state {
+        State::SlidingWindowLog { log, used } => {
+            sliding_window_log::remaining(params, log, *used, now)
+        }
+        _ => decide(params, &mut state.clone(), now, 0).remaining,
+    }
+}
+
 pub(crate) fn expires_at(params: &Params, state: &State) -> u64 {
     let w = params.window_ms;
     match state {

@@ -5,6 +5,18 @@ use std::collections::VecDeque;
 
 use crate::{Decision, LogEntry, Params};
 
+/// What [`decide`] answers as `remaining` for a peek at `now`, reading the log in place: the
+/// entries that have left the window no longer count.
+pub(super) fn remaining(p: &Params, log: &VecDeque<LogEntry>, used: u64, now: u64) -> u64 {
+    let now = now.max(log.back().map_or(0, |entry| entry.at_ms));
+    let left: u64 = log
+        .iter()
+        .take_while(|entry| entry.at_ms.saturating_add(p.window_ms) <= now)
+        .map(|entry| entry.cost)
+        .sum();
+    p.limit.saturating_sub(used.saturating_sub(left))
+}
+
 pub(super) fn decide(
     p: &Params,
     log: &mut VecDeque<LogEntry>,

@@ -154,10 +154,10 @@ async fn metrics_text(State(app): State<App>, headers: HeaderMap) -> Response {
             .and_then(|accept| accept.to_str().ok()),
     );
     app.limiter.refresh_gauges(app.clock.now_ms());
-    let store = app.limiter.store();
-    if let Some(keys) = store.tracked_keys() {
-        app.limiter.metrics().set_keys(store.kind().as_str(), keys);
-    }
+    let limiter = &app.limiter;
+    limiter
+        .metrics()
+        .record_store(limiter.store().as_ref(), limiter.policies().names());
     (
         StatusCode::OK,
         [(
