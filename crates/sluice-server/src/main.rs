@@ -9,7 +9,7 @@ use anyhow::{Context, Result};
 use clap::Parser;
 use sluice_server::App;
 use sluice_server::clock::SystemClock;
-use sluice_server::config::{self, ConfigSource, ListenAddr, Settings};
+use sluice_server::config::{self, ConfigSource, ConnectionSettings, ListenAddr, Settings};
 use sluice_server::server::{self, Listeners};
 use sluice_server::stores::Stores;
 use sluice_server::telemetry::{self, Telemetry};
@@ -104,7 +104,14 @@ async fn run(source: ConfigSource, settings: Settings, telemetry: &Telemetry) ->
     let policies = policies.join(",");
     let app = App::new(settings, stores, Arc::new(SystemClock));
 
-    let mut listeners = Listeners::default();
+    let budget = server::fd_limit::raise_and_cap(listen.connections.max_connections);
+    let mut listeners = Listeners {
+        connections: ConnectionSettings {
+            max_connections: budget.max_connections,
+            ..listen.connections
+        },
+        ..Listeners::default()
+    };
     let mut described = Vec::new();
     if let Some(addr) = listen.http {
         let tcp = TcpListener::bind(addr)
@@ -162,8 +169,22 @@ async fn run(source: ConfigSource, settings: Settings, telemetry: &Telemetry) ->
         admin_api = if app.admin_token.is_some() { "on" } else { "off" },
         traces = telemetry.endpoint().unwrap_or("off"),
         sample_ratio,
+        fd_limit = %describe_limit(budget.limit),
+        fd_limit_at_start = %describe_limit(budget.soft_before),
+        max_connections = budget.max_connections,
+        max_connections_configured = budget.configured,
+        header_timeout = ?listen.connections.header_timeout,
+        idle_timeout = ?listen.connections.idle_timeout,
         "sluiced started"
     );
+    if budget.max_connections < budget.configured {
+        tracing::warn!(
+            configured = budget.configured,
+            max_connections = budget.max_connections,
+            fd_limit = %describe_limit(budget.limit),
+            "listen.max_connections lowered to fit the file descriptor limit"
+        );
+    }
 
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let (drop_tx, drop_rx) = tokio::sync::oneshot::channel::<()>();
@@ -206,6 +227,10 @@ async fn run(source: ConfigSource, settings: Settings, telemetry: &Telemetry) ->
     signals.abort();
     tracing::info!("sluiced stopped");
     Ok(())
+}
+
+fn describe_limit(limit: Option<u64>) -> String {
+    limit.map_or_else(|| "unlimited".to_owned(), |n| n.to_string())
 }
 
 /// SIGHUP: new policies from the same source, or the running ones kept if invalid.
