@@ -9,11 +9,11 @@ use anyhow::{Context, Result};
 use clap::Parser;
 use sluice_server::App;
 use sluice_server::clock::SystemClock;
-use sluice_server::config::{self, ConfigSource, ConnectionSettings, ListenAddr, Settings};
-use sluice_server::server::{self, Listeners};
+use sluice_server::config::{self, ConfigSource, Settings};
+use sluice_server::server;
+use sluice_server::server::activation::{self, Inherited};
 use sluice_server::stores::Stores;
 use sluice_server::telemetry::{self, Telemetry};
-use tokio::net::TcpListener;
 use tokio::signal::unix::{SignalKind, signal};
 
 /// mimalloc rather than the system allocator: a check allocates a few small buffers (the
@@ -22,8 +22,11 @@ use tokio::signal::unix::{SignalKind, signal};
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// The version, and the git commit it was built from when known (see build.rs).
+const VERSION: &str = env!("SLUICE_VERSION");
+
 #[derive(Debug, Parser)]
-#[command(name = "sluiced", version, about = "The sluice rate-limiter daemon")]
+#[command(name = "sluiced", version = VERSION, about = "The sluice rate-limiter daemon")]
 struct Args {
     /// TOML config file (default: the built-in policies of examples/sluice.toml).
     #[arg(long, value_name = "FILE", conflicts_with = "check_config")]
@@ -61,6 +64,14 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // Before any thread: taking the handed-over sockets clears LISTEN_FDS from the environment.
+    let inherited = match Inherited::from_env() {
+        Ok(inherited) => inherited,
+        Err(err) => {
+            eprintln!("sluiced: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,
         Err(err) => {
@@ -76,7 +87,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let code = match runtime.block_on(run(source, settings, &telemetry)) {
+    let code = match runtime.block_on(run(source, settings, inherited, &telemetry)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             tracing::error!("{err:#}");
@@ -92,7 +103,12 @@ fn main() -> ExitCode {
     code
 }
 
-async fn run(source: ConfigSource, settings: Settings, telemetry: &Telemetry) -> Result<()> {
+async fn run(
+    source: ConfigSource,
+    settings: Settings,
+    inherited: Inherited,
+    telemetry: &Telemetry,
+) -> Result<()> {
     let stores = Stores::build(&settings.backend, &settings.region, Arc::new(SystemClock))
         .context("cannot start the backend")?;
     let listen = settings.listen.clone();
@@ -105,62 +121,15 @@ async fn run(source: ConfigSource, settings: Settings, telemetry: &Telemetry) ->
     let app = App::new(settings, stores, Arc::new(SystemClock));
 
     let budget = server::fd_limit::raise_and_cap(listen.connections.max_connections);
-    let mut listeners = Listeners {
-        connections: ConnectionSettings {
-            max_connections: budget.max_connections,
-            ..listen.connections
-        },
-        ..Listeners::default()
-    };
-    let mut described = Vec::new();
-    if let Some(addr) = listen.http {
-        let tcp = TcpListener::bind(addr)
-            .await
-            .with_context(|| format!("cannot listen on {addr}"))?;
-        described.push(format!("http:{}", tcp.local_addr()?));
-        listeners.http = Some(tcp);
-    }
-    if let Some(addr) = listen.metrics {
-        let tcp = TcpListener::bind(addr)
-            .await
-            .with_context(|| format!("cannot listen on {addr}"))?;
-        described.push(format!("metrics:{}", tcp.local_addr()?));
-        listeners.metrics = Some(tcp);
-    }
-    if let Some(ListenAddr::Tcp(addr)) = &listen.grpc {
-        let tcp = TcpListener::bind(addr)
-            .await
-            .with_context(|| format!("cannot listen on {addr}"))?;
-        described.push(format!("grpc:{}", tcp.local_addr()?));
-        listeners.grpc = Some(tcp);
-    }
-    // The sockets last: a failure above leaves no socket file behind.
-    if let Some(path) = &listen.unix {
-        listeners.unix = Some(
-            server::bind_unix(path, listen.unix_mode)
-                .with_context(|| format!("cannot listen on {}", path.display()))?,
-        );
-        described.push(format!("unix:{}", path.display()));
-    }
-    if let Some(ListenAddr::Unix(path)) = &listen.grpc {
-        match server::bind_unix(path, listen.unix_mode) {
-            Ok(bound) => listeners.grpc_unix = Some(bound),
-            Err(err) => {
-                if let Some(unix) = &listeners.unix {
-                    let _ = std::fs::remove_file(&unix.path);
-                }
-                return Err(err).with_context(|| format!("cannot listen on {}", path.display()));
-            }
-        }
-        described.push(format!("grpc:unix:{}", path.display()));
-    }
+    let (mut listeners, described) = server::bind::listeners(&listen, inherited).await?;
+    listeners.connections.max_connections = budget.max_connections;
 
     let mut terminate = signal(SignalKind::terminate()).context("cannot handle SIGTERM")?;
     let mut interrupt = signal(SignalKind::interrupt()).context("cannot handle SIGINT")?;
     let mut hangup = signal(SignalKind::hangup()).context("cannot handle SIGHUP")?;
 
     tracing::info!(
-        version = env!("CARGO_PKG_VERSION"),
+        version = VERSION,
         config = %source.name(),
         backend = %backend,
         address = %address,
@@ -185,6 +154,7 @@ async fn run(source: ConfigSource, settings: Settings, telemetry: &Telemetry) ->
             "listen.max_connections lowered to fit the file descriptor limit"
         );
     }
+    activation::notify_ready();
 
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let (drop_tx, drop_rx) = tokio::sync::oneshot::channel::<()>();
@@ -198,6 +168,7 @@ async fn run(source: ConfigSource, settings: Settings, telemetry: &Telemetry) ->
                 _ = hangup.recv() => reload(&reload_app, &source),
             }
         }
+        activation::notify_stopping();
         tracing::info!(
             deadline = ?shutdown_timeout,
             "stopping: finishing in-flight requests (a second SIGTERM or SIGINT stops at once)"

@@ -8,8 +8,12 @@
 //! - [`connection`]: one HTTP connection, with the header and idle timeouts.
 //! - [`fd_limit`]: the fd soft limit raised at start and the connection bound below it.
 //! - [`stop`]: the stop signal every loop and connection watches.
+//! - [`activation`]: sockets handed over by the service manager, and telling it we are ready.
+//! - [`bind`]: the listeners of `[listen]`, bound or taken from those handed over.
 
 pub mod accept;
+pub mod activation;
+pub mod bind;
 pub mod connection;
 pub mod fd_limit;
 pub mod gate;
