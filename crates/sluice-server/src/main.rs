@@ -9,11 +9,11 @@ use anyhow::{Context, Result};
 use clap::Parser;
 use sluice_server::App;
 use sluice_server::clock::SystemClock;
-use sluice_server::config::{self, ConfigSource, ListenAddr, Settings};
-use sluice_server::server::{self, Listeners};
+use sluice_server::config::{self, ConfigSource, Settings};
+use sluice_server::server;
+use sluice_server::server::activation::{self, Inherited};
 use sluice_server::stores::Stores;
 use sluice_server::telemetry::{self, Telemetry};
-use tokio::net::TcpListener;
 use tokio::signal::unix::{SignalKind, signal};
 
 /// mimalloc rather than the system allocator: a check allocates a few small buffers (the
@@ -21,6 +21,9 @@ use tokio::signal::unix::{SignalKind, signal};
 /// (docs/PERFORMANCE.md).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// The version, and the git commit it was built from when known (see build.rs).
+const VERSION: &str = env!("SLUICE_VERSION");
 
 /// What `--help` says beyond the flags: the variables and signals an operator drives it with.
 const AFTER_HELP: &str = "\
@@ -41,7 +44,7 @@ Exit codes: 0 stopped cleanly, 1 runtime failure, 2 invalid config (file and fie
 #[derive(Debug, Parser)]
 #[command(
     name = "sluiced",
-    version,
+    version = VERSION,
     about = "The sluice rate-limiter daemon",
     after_help = AFTER_HELP
 )]
@@ -82,6 +85,14 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // Before any thread: taking the handed-over sockets clears LISTEN_FDS from the environment.
+    let inherited = match Inherited::from_env() {
+        Ok(inherited) => inherited,
+        Err(err) => {
+            eprintln!("sluiced: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,
         Err(err) => {
@@ -109,7 +120,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let code = match runtime.block_on(run(source, settings, stores, &telemetry)) {
+    let code = match runtime.block_on(run(source, settings, stores, inherited, &telemetry)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             tracing::error!("{err:#}");
@@ -129,6 +140,7 @@ async fn run(
     source: ConfigSource,
     settings: Settings,
     stores: Stores,
+    inherited: Inherited,
     telemetry: &Telemetry,
 ) -> Result<()> {
     let listen = settings.listen.clone();
@@ -140,56 +152,16 @@ async fn run(
     let policies = policies.join(",");
     let app = App::new(settings, stores, Arc::new(SystemClock));
 
-    let mut listeners = Listeners::default();
-    let mut described = Vec::new();
-    if let Some(addr) = listen.http {
-        let tcp = TcpListener::bind(addr)
-            .await
-            .with_context(|| format!("cannot listen on {addr}"))?;
-        described.push(format!("http:{}", tcp.local_addr()?));
-        listeners.http = Some(tcp);
-    }
-    if let Some(addr) = listen.metrics {
-        let tcp = TcpListener::bind(addr)
-            .await
-            .with_context(|| format!("cannot listen on {addr}"))?;
-        described.push(format!("metrics:{}", tcp.local_addr()?));
-        listeners.metrics = Some(tcp);
-    }
-    if let Some(ListenAddr::Tcp(addr)) = &listen.grpc {
-        let tcp = TcpListener::bind(addr)
-            .await
-            .with_context(|| format!("cannot listen on {addr}"))?;
-        described.push(format!("grpc:{}", tcp.local_addr()?));
-        listeners.grpc = Some(tcp);
-    }
-    // The sockets last: a failure above leaves no socket file behind.
-    if let Some(path) = &listen.unix {
-        listeners.unix = Some(
-            server::bind_unix(path, listen.unix_mode)
-                .with_context(|| format!("cannot listen on {}", path.display()))?,
-        );
-        described.push(format!("unix:{}", path.display()));
-    }
-    if let Some(ListenAddr::Unix(path)) = &listen.grpc {
-        match server::bind_unix(path, listen.unix_mode) {
-            Ok(bound) => listeners.grpc_unix = Some(bound),
-            Err(err) => {
-                if let Some(unix) = &listeners.unix {
-                    let _ = std::fs::remove_file(&unix.path);
-                }
-                return Err(err).with_context(|| format!("cannot listen on {}", path.display()));
-            }
-        }
-        described.push(format!("grpc:unix:{}", path.display()));
-    }
+    let budget = server::fd_limit::raise_and_cap(listen.connections.max_connections);
+    let (mut listeners, described) = server::bind::listeners(&listen, inherited).await?;
+    listeners.connections.max_connections = budget.max_connections;
 
     let mut terminate = signal(SignalKind::terminate()).context("cannot handle SIGTERM")?;
     let mut interrupt = signal(SignalKind::interrupt()).context("cannot handle SIGINT")?;
     let mut hangup = signal(SignalKind::hangup()).context("cannot handle SIGHUP")?;
 
     tracing::info!(
-        version = env!("CARGO_PKG_VERSION"),
+        version = VERSION,
         config = %match &source {
             ConfigSource::Builtin => "built-in defaults".to_owned(),
             other => other.name(),
@@ -201,8 +173,23 @@ async fn run(
         admin_api = if app.admin_token.is_some() { "on" } else { "off" },
         traces = telemetry.endpoint().unwrap_or("off"),
         sample_ratio,
+        fd_limit = %describe_limit(budget.limit),
+        fd_limit_at_start = %describe_limit(budget.soft_before),
+        max_connections = budget.max_connections,
+        max_connections_configured = budget.configured,
+        header_timeout = ?listen.connections.header_timeout,
+        idle_timeout = ?listen.connections.idle_timeout,
         "sluiced started"
     );
+    if budget.max_connections < budget.configured {
+        tracing::warn!(
+            configured = budget.configured,
+            max_connections = budget.max_connections,
+            fd_limit = %describe_limit(budget.limit),
+            "listen.max_connections lowered to fit the file descriptor limit"
+        );
+    }
+    activation::notify_ready();
 
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let (drop_tx, drop_rx) = tokio::sync::oneshot::channel::<()>();
@@ -216,6 +203,7 @@ async fn run(
                 _ = hangup.recv() => reload(&reload_app, &source),
             }
         }
+        activation::notify_stopping();
         tracing::info!(
             deadline = ?shutdown_timeout,
             "stopping: finishing in-flight requests (a second SIGTERM or SIGINT stops at once)"
@@ -245,6 +233,10 @@ async fn run(
     signals.abort();
     tracing::info!("sluiced stopped");
     Ok(())
+}
+
+fn describe_limit(limit: Option<u64>) -> String {
+    limit.map_or_else(|| "unlimited".to_owned(), |n| n.to_string())
 }
 
 /// SIGHUP: new policies from the same source, or the running ones kept if invalid.

@@ -58,6 +58,30 @@ pub struct ListenSettings {
     pub grpc: Option<ListenAddr>,
     /// After SIGTERM, how long connections may finish before they are dropped.
     pub shutdown_timeout: Duration,
+    /// Timeouts and the cap of the connections every listener accepts.
+    pub connections: ConnectionSettings,
+}
+
+/// How long a connection may take and how many may be open: `listen.header_timeout`,
+/// `listen.idle_timeout`, `listen.max_connections`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConnectionSettings {
+    /// From accept, or from the first byte of a later request, to the end of its head.
+    pub header_timeout: Duration,
+    /// Between the end of an answer and the first byte of the next request.
+    pub idle_timeout: Duration,
+    /// As configured; the daemon lowers it below its fd limit at start.
+    pub max_connections: usize,
+}
+
+impl Default for ConnectionSettings {
+    fn default() -> Self {
+        ConnectionSettings {
+            header_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(120),
+            max_connections: 10_000,
+        }
+    }
 }
 
 /// Output format of the logs.
@@ -167,6 +191,7 @@ fn compile_listen(config: &ListenConfig, errors: &mut Vec<FieldError>) -> Option
             errors.push(FieldError::new("listen.shutdown_timeout", why));
             Duration::from_secs(10)
         });
+    let connections = compile_connections(config, errors);
     let unix = (!config.unix.is_empty()).then(|| PathBuf::from(&config.unix));
     if unix.is_none() && http.is_none() {
         errors.push(FieldError::new(
@@ -181,7 +206,47 @@ fn compile_listen(config: &ListenConfig, errors: &mut Vec<FieldError>) -> Option
         metrics,
         grpc,
         shutdown_timeout,
+        connections,
     })
+}
+
+fn compile_connections(config: &ListenConfig, errors: &mut Vec<FieldError>) -> ConnectionSettings {
+    let defaults = ConnectionSettings::default();
+    let mut duration = |field: &str, text: &str, default: Duration| {
+        parse_positive_duration(text).unwrap_or_else(|why| {
+            errors.push(FieldError::new(field, why));
+            default
+        })
+    };
+    let header_timeout = duration(
+        "listen.header_timeout",
+        &config.header_timeout,
+        defaults.header_timeout,
+    );
+    let idle_timeout = duration(
+        "listen.idle_timeout",
+        &config.idle_timeout,
+        defaults.idle_timeout,
+    );
+    let max_connections = match usize::try_from(config.max_connections) {
+        Ok(0) | Err(_) => {
+            errors.push(FieldError::new(
+                "listen.max_connections",
+                format!(
+                    "{} is not a connection count from 1 to {}",
+                    config.max_connections,
+                    usize::MAX
+                ),
+            ));
+            defaults.max_connections
+        }
+        Ok(max) => max,
+    };
+    ConnectionSettings {
+        header_timeout,
+        idle_timeout,
+        max_connections,
+    }
 }
 
 /// A listener address: `HOST:PORT`, `unix:PATH`, or `""` (off).

@@ -19,7 +19,9 @@ pub mod region;
 pub mod schema;
 
 pub use backend::{BackendKind, BackendSettings};
-pub use compile::{ListenAddr, ListenSettings, LogFormat, Settings, TelemetrySettings, compile};
+pub use compile::{
+    ConnectionSettings, ListenAddr, ListenSettings, LogFormat, Settings, TelemetrySettings, compile,
+};
 pub use error::{ConfigError, FieldError};
 pub use load::{ConfigSource, env_provider, load, load_with_env};
 pub use parse::{is_valid_name, parse_duration_ms};

@@ -46,6 +46,12 @@ pub struct ListenConfig {
     pub grpc: String,
     /// SIGTERM: how long in-flight work may finish before what is left is dropped.
     pub shutdown_timeout: String,
+    /// A connection without a whole request head by then is closed.
+    pub header_timeout: String,
+    /// An idle keep-alive connection is closed after this.
+    pub idle_timeout: String,
+    /// Open connections over every listener; capped below the fd limit at start.
+    pub max_connections: u64,
 }
 
 impl Default for ListenConfig {
@@ -57,6 +63,9 @@ impl Default for ListenConfig {
             metrics: String::new(),
             grpc: String::new(),
             shutdown_timeout: "10s".to_owned(),
+            header_timeout: "10s".to_owned(),
+            idle_timeout: "120s".to_owned(),
+            max_connections: 10_000,
         }
     }
 }

@@ -13,6 +13,7 @@ use tokio::task::JoinHandle;
 
 use crate::App;
 use crate::clock::{Clock, ManualClock, SystemClock};
+use crate::config::ConnectionSettings;
 use crate::server::{self, Listeners};
 use crate::stores::Stores;
 
@@ -52,12 +53,23 @@ impl Daemon {
 
     async fn with_clocks(toml: &str, time: Arc<dyn Clock>, clock: Arc<ManualClock>) -> Daemon {
         let settings = super::settings(toml);
+        let connections = settings.listen.connections;
         let stores = Stores::build(&settings.backend, &settings.region, time.clone()).unwrap();
-        Daemon::serving(App::new(settings, stores, time), clock).await
+        Daemon::serving_with(App::new(settings, stores, time), clock, connections).await
     }
 
     /// A daemon serving `app`; `clock` is the one the test moves.
     pub async fn serving(app: App, clock: Arc<ManualClock>) -> Daemon {
+        Daemon::serving_with(app, clock, ConnectionSettings::default()).await
+    }
+
+    /// As [`serving`](Self::serving), with the connection timeouts and bound of `connections`
+    /// (`[listen]` of the config otherwise only sets them for the binary).
+    pub async fn serving_with(
+        app: App,
+        clock: Arc<ManualClock>,
+        connections: ConnectionSettings,
+    ) -> Daemon {
         let dir = tempfile::tempdir().unwrap();
         let socket = dir.path().join("sluiced.sock");
         let unix = server::bind_unix(&socket, 0o660).unwrap();
@@ -76,6 +88,7 @@ impl Daemon {
             metrics: Some(metrics_listener),
             grpc: Some(grpc_listener),
             grpc_unix: Some(grpc_unix),
+            connections,
         };
         let task = tokio::spawn(server::serve(app.clone(), listeners, async move {
             let _ = rx.await;

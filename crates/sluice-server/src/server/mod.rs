@@ -1,31 +1,43 @@
-//! Sockets and lifecycle: binding the Unix socket safely, serving the one router on every
-//! listener, housekeeping the store, and a graceful stop that removes the socket file.
+//! Sockets and lifecycle: the listeners the daemon serves, one accept loop for all of them
+//! behind one bound on open connections, housekeeping the store, and a graceful stop that
+//! removes the socket files this daemon created.
+//!
+//! - [`unix`]: binding a Unix socket safely, removing only our own file.
+//! - [`gate`]: the bound on open connections, shared by every listener and protocol.
+//! - [`accept`]: the accept loop (gate, out-of-fd handling, connections owned by the loop).
+//! - [`connection`]: one HTTP connection, with the header and idle timeouts.
+//! - [`fd_limit`]: the fd soft limit raised at start and the connection bound below it.
+//! - [`stop`]: the stop signal every loop and connection watches.
+//! - [`activation`]: sockets handed over by the service manager, and telling it we are ready.
+//! - [`bind`]: the listeners of `[listen]`, bound or taken from those handed over.
+
+pub mod accept;
+pub mod activation;
+pub mod bind;
+pub mod connection;
+pub mod fd_limit;
+pub mod gate;
+pub mod stop;
+pub mod unix;
 
 use std::future::Future;
 use std::io;
-use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
-use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use tokio::net::{TcpListener, UnixListener};
-use tokio::sync::watch;
+use tokio::net::TcpListener;
 
+pub use self::gate::{ConnectionGate, ConnectionPermit, HTTP_OVERLOADED};
+pub use self::stop::Stop;
+pub use self::unix::{BoundUnix, bind_unix};
 use crate::App;
+use crate::config::ConnectionSettings;
 use crate::http;
 use crate::overrides;
 
 /// How often the store forgets expired keys.
 const HOUSEKEEPING_EVERY: Duration = Duration::from_secs(1);
 
-/// A bound Unix socket, and what identifies the file as ours when it is time to remove it.
-#[derive(Debug)]
-pub struct BoundUnix {
-    pub listener: UnixListener,
-    pub path: PathBuf,
-    inode: u64,
-}
-
-/// Every listener the daemon serves, bound by the caller.
+/// Every listener the daemon serves, bound (or handed over) by the caller.
 #[derive(Debug, Default)]
 pub struct Listeners {
     pub unix: Option<BoundUnix>,
@@ -36,41 +48,8 @@ pub struct Listeners {
     pub grpc: Option<TcpListener>,
     /// The Envoy RLS on a Unix socket, `listen.grpc = "unix:PATH"`.
     pub grpc_unix: Option<BoundUnix>,
-}
-
-/// Binds the Unix socket at `path` with file mode `mode`. A stale socket file (nobody
-/// listening) is replaced; a live daemon on it, or a file that is not a socket, is an error.
-pub fn bind_unix(path: &Path, mode: u32) -> io::Result<BoundUnix> {
-    match std::fs::symlink_metadata(path) {
-        Ok(meta) => {
-            if !meta.file_type().is_socket() {
-                return Err(io::Error::new(
-                    io::ErrorKind::AlreadyExists,
-                    format!(
-                        "{} exists and is not a socket; not replacing it",
-                        path.display()
-                    ),
-                ));
-            }
-            if std::os::unix::net::UnixStream::connect(path).is_ok() {
-                return Err(io::Error::new(
-                    io::ErrorKind::AddrInUse,
-                    format!("a daemon is already listening on {}", path.display()),
-                ));
-            }
-            std::fs::remove_file(path)?;
-        }
-        Err(err) if err.kind() == io::ErrorKind::NotFound => {}
-        Err(err) => return Err(err),
-    }
-    let listener = UnixListener::bind(path)?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))?;
-    let inode = std::fs::metadata(path)?.ino();
-    Ok(BoundUnix {
-        listener,
-        path: path.to_owned(),
-        inode,
-    })
+    /// Timeouts of every HTTP connection and the bound on open connections.
+    pub connections: ConnectionSettings,
 }
 
 /// Serves `app` on every listener until `shutdown` completes, then lets in-flight requests
@@ -92,49 +71,71 @@ pub async fn serve_until(
     shutdown: impl Future<Output = ()> + Send + 'static,
     drop_all: impl Future<Output = ()>,
 ) -> io::Result<()> {
-    let (stop_tx, stop_rx) = watch::channel(false);
-    let stopped = move |mut rx: watch::Receiver<bool>| async move {
-        // An error means the sender is gone, which also means stop.
-        let _ = rx.wait_for(|stop| *stop).await;
-    };
+    let (stop_tx, stop) = stop::channel();
+    let limits = listeners.connections;
+    let gate = ConnectionGate::new(limits.max_connections);
     let router = http::router(app.clone());
     let mut tasks = tokio::task::JoinSet::new();
     let mut sockets = Vec::new();
     if let Some(unix) = listeners.unix {
-        sockets.push((unix.path, unix.inode));
-        let server = axum::serve(unix.listener, router.clone())
-            .with_graceful_shutdown(stopped(stop_rx.clone()));
-        tasks.spawn(async move { server.await });
+        sockets.extend(unix.created_file());
+        let serving = accept::serve_listener(
+            unix.listener,
+            gate.clone(),
+            HTTP_OVERLOADED,
+            stop.clone(),
+            connection::Http::new(router.clone(), limits),
+        );
+        tasks.spawn(async move {
+            serving.await;
+            Ok(())
+        });
     }
     if let Some(tcp) = listeners.http {
-        let server =
-            axum::serve(tcp, router.clone()).with_graceful_shutdown(stopped(stop_rx.clone()));
-        tasks.spawn(async move { server.await });
+        let serving = accept::serve_listener(
+            tcp,
+            gate.clone(),
+            HTTP_OVERLOADED,
+            stop.clone(),
+            connection::Http::new(router.clone(), limits),
+        );
+        tasks.spawn(async move {
+            serving.await;
+            Ok(())
+        });
     }
     if let Some(tcp) = listeners.metrics {
-        let server = axum::serve(tcp, http::metrics_router(app.clone()))
-            .with_graceful_shutdown(stopped(stop_rx.clone()));
-        tasks.spawn(async move { server.await });
+        let serving = accept::serve_listener(
+            tcp,
+            gate.clone(),
+            HTTP_OVERLOADED,
+            stop.clone(),
+            connection::Http::new(http::metrics_router(app.clone()), limits),
+        );
+        tasks.spawn(async move {
+            serving.await;
+            Ok(())
+        });
     }
     if let Some(tcp) = listeners.grpc {
-        let server = crate::rls::serve(app.clone(), tcp, stopped(stop_rx.clone()));
+        let server = crate::rls::serve(app.clone(), tcp, stop.clone().into_wait());
         tasks.spawn(async move { server.await.map_err(io::Error::other) });
     }
     if let Some(unix) = listeners.grpc_unix {
-        sockets.push((unix.path, unix.inode));
-        let server = crate::rls::serve_unix(app.clone(), unix.listener, stopped(stop_rx.clone()));
+        sockets.extend(unix.created_file());
+        let server = crate::rls::serve_unix(app.clone(), unix.listener, stop.clone().into_wait());
         tasks.spawn(async move { server.await.map_err(io::Error::other) });
     }
     let sync = tokio::spawn(overrides::sync_loop(
         app.limits.clone(),
         app.overrides.clone(),
         app.limiter.clone(),
-        stopped(stop_rx.clone()),
+        stop.clone().into_wait(),
     ));
-    let housekeeping = tokio::spawn(housekeep(app, stopped(stop_rx.clone())));
+    let housekeeping = tokio::spawn(housekeep(app, stop.clone().into_wait()));
     tokio::spawn(async move {
         shutdown.await;
-        let _ = stop_tx.send(true);
+        stop_tx.stop();
     });
 
     let mut result = Ok(());
@@ -162,18 +163,9 @@ pub async fn serve_until(
     housekeeping.abort();
     sync.abort();
     for (path, inode) in sockets {
-        remove_socket(&path, inode);
+        unix::remove_socket(&path, inode);
     }
     result
-}
-
-/// Removes the socket file unless another daemon has replaced it since.
-fn remove_socket(path: &Path, inode: u64) {
-    if std::fs::metadata(path).is_ok_and(|meta| meta.ino() == inode)
-        && let Err(err) = std::fs::remove_file(path)
-    {
-        tracing::warn!(path = %path.display(), error = %err, "could not remove the socket");
-    }
 }
 
 async fn housekeep(app: App, stop: impl Future<Output = ()>) {

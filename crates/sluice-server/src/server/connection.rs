@@ -1,0 +1,259 @@
+//! One HTTP connection (HTTP/1.1, or HTTP/2 with prior knowledge) served with hyper, with the
+//! two deadlines of `[listen]`:
+//!
+//! - `header_timeout`: from accept, or from the first byte of a later request, to the end of
+//!   that request's head. A client sending its head a byte at a time is closed then.
+//! - `idle_timeout`: from the end of an answer to the first byte of the next request.
+//!
+//! hyper's own `header_read_timeout` starts as soon as an answer is written, so an idle
+//! keep-alive connection would be cut at the header timeout; the phases are tracked here
+//! instead: the stream wrapper sees the first byte after an idle spell, the service sees a
+//! whole head (hyper calls it then) and the end of the answer.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, AtomicU32, AtomicU64, Ordering};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use axum::Router;
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::sync::Notify;
+use tokio::time::Instant;
+use tower::ServiceExt;
+
+use super::accept::ServeConnection;
+use super::stop::Stop;
+use crate::config::ConnectionSettings;
+
+/// Serves a router on the connections of a listener, whatever their stream type.
+#[derive(Debug, Clone)]
+pub struct Http {
+    router: Router,
+    limits: ConnectionSettings,
+}
+
+impl Http {
+    pub fn new(router: Router, limits: ConnectionSettings) -> Http {
+        Http { router, limits }
+    }
+}
+
+impl<S> ServeConnection<S> for Http
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    fn serve(&self, stream: S, stop: Stop) -> impl Future<Output = ()> + Send + 'static {
+        serve_http(stream, self.router.clone(), self.limits, stop)
+    }
+}
+
+/// Serves `router` on `stream` until the client leaves, a deadline passes, or, after `stop`,
+/// the request in flight is answered.
+pub async fn serve_http<S>(stream: S, router: Router, limits: ConnectionSettings, mut stop: Stop)
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let activity = Arc::new(Activity::new());
+    let service = {
+        let activity = activity.clone();
+        hyper::service::service_fn(move |request: http::Request<Incoming>| {
+            let busy = activity.request_started();
+            let router = router.clone();
+            async move {
+                let answer = router.oneshot(request).await;
+                drop(busy);
+                answer
+            }
+        })
+    };
+    let watched = Watched {
+        inner: stream,
+        activity: activity.clone(),
+    };
+    let builder = auto::Builder::new(TokioExecutor::new());
+    let connection = builder.serve_connection_with_upgrades(TokioIo::new(watched), service);
+    tokio::pin!(connection);
+    let deadline = tokio::time::sleep(limits.header_timeout);
+    tokio::pin!(deadline);
+    let mut stopping = false;
+    loop {
+        tokio::select! {
+            served = connection.as_mut() => {
+                if let Err(err) = served {
+                    tracing::debug!(error = %err, "connection ended with an error");
+                }
+                return;
+            }
+            () = stop.stopped(), if !stopping => {
+                stopping = true;
+                connection.as_mut().graceful_shutdown();
+            }
+            () = activity.changed.notified() => {
+                if let Some(at) = activity.deadline(&limits) {
+                    deadline.as_mut().reset(at);
+                }
+            }
+            () = deadline.as_mut() => {
+                match activity.deadline(&limits) {
+                    Some(at) if at <= Instant::now() => {
+                        tracing::debug!(phase = activity.phase_name(), "connection timed out");
+                        return;
+                    }
+                    Some(at) => deadline.as_mut().reset(at),
+                    // Busy: no deadline of ours while the router works; look again later.
+                    None => deadline.as_mut().reset(Instant::now() + limits.idle_timeout),
+                }
+            }
+        }
+    }
+}
+
+/// Where a connection is between requests, shared by the stream wrapper, the service and the
+/// deadline.
+#[derive(Debug)]
+struct Activity {
+    started: Instant,
+    phase: AtomicU8,
+    /// Requests being answered (several on HTTP/2).
+    in_flight: AtomicU32,
+    /// Milliseconds after `started` at which the current phase began.
+    since_ms: AtomicU64,
+    /// Wakes the deadline when a phase with an earlier deadline begins.
+    changed: Notify,
+}
+
+/// Waiting for a request head: since accept, or since its first byte.
+const HEAD: u8 = 0;
+/// A request is being answered.
+const BUSY: u8 = 1;
+/// Between an answer and the first byte of the next request.
+const IDLE: u8 = 2;
+
+impl Activity {
+    fn new() -> Activity {
+        Activity {
+            started: Instant::now(),
+            phase: AtomicU8::new(HEAD),
+            in_flight: AtomicU32::new(0),
+            since_ms: AtomicU64::new(0),
+            changed: Notify::new(),
+        }
+    }
+
+    fn now_ms(&self) -> u64 {
+        u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    fn enter(&self, phase: u8) {
+        self.since_ms.store(self.now_ms(), Ordering::Relaxed);
+        self.phase.store(phase, Ordering::Release);
+    }
+
+    /// Bytes arrived: after an idle spell, a new request head has begun.
+    fn bytes_read(&self) {
+        if self.phase.load(Ordering::Acquire) == IDLE
+            && self
+                .phase
+                .compare_exchange(IDLE, HEAD, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+        {
+            self.since_ms.store(self.now_ms(), Ordering::Relaxed);
+            self.changed.notify_one();
+        }
+    }
+
+    fn request_started(self: &Arc<Self>) -> Busy {
+        self.in_flight.fetch_add(1, Ordering::AcqRel);
+        self.phase.store(BUSY, Ordering::Release);
+        Busy(self.clone())
+    }
+
+    /// When the current phase times out; `None` while a request is answered.
+    fn deadline(&self, limits: &ConnectionSettings) -> Option<Instant> {
+        let limit = match self.phase.load(Ordering::Acquire) {
+            HEAD => limits.header_timeout,
+            IDLE => limits.idle_timeout,
+            _ => return None,
+        };
+        let since = Duration::from_millis(self.since_ms.load(Ordering::Relaxed));
+        Some(self.started + since + limit)
+    }
+
+    fn phase_name(&self) -> &'static str {
+        match self.phase.load(Ordering::Acquire) {
+            HEAD => "request head",
+            IDLE => "idle",
+            _ => "busy",
+        }
+    }
+}
+
+/// A request being answered; the connection turns idle when the last one is dropped.
+struct Busy(Arc<Activity>);
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        if self.0.in_flight.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.0.enter(IDLE);
+            // An HTTP/2 request that began meanwhile keeps the connection busy.
+            if self.0.in_flight.load(Ordering::Acquire) > 0 {
+                self.0.phase.store(BUSY, Ordering::Release);
+            }
+        }
+    }
+}
+
+/// The client's stream, telling [`Activity`] when bytes arrive.
+struct Watched<S> {
+    inner: S,
+    activity: Arc<Activity>,
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for Watched<S> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let polled = Pin::new(&mut self.inner).poll_read(cx, buf);
+        if buf.filled().len() > before {
+            self.activity.bytes_read();
+        }
+        polled
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for Watched<S> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+}
