@@ -82,6 +82,8 @@ pub struct App {
     pub admin_token: Option<Arc<str>>,
     /// `[[rls.descriptors]]`, swapped whole on reload.
     pub rls: Arc<ArcSwap<rls::Rules>>,
+    /// `[forward_auth]`: how forward-auth finds the caller, swapped whole on reload.
+    pub forward_auth: Arc<ArcSwap<http::caller::CallerRules>>,
     /// `[region]` as started: a reload cannot change it.
     pub region: Arc<RegionSettings>,
 }
@@ -105,6 +107,7 @@ impl App {
             overrides: stores.overrides,
             admin_token: settings.admin_token,
             rls: Arc::new(ArcSwap::from_pointee(settings.rls)),
+            forward_auth: Arc::new(ArcSwap::from_pointee(settings.forward_auth)),
             region: Arc::new(settings.region),
         }
     }

@@ -248,10 +248,10 @@ fn reload(app: &App, source: &ConfigSource) {
             if settings.region != *app.region {
                 return Err("[region] changed: it is read at start, restart to apply it".into());
             }
-            let rls = settings.rls;
+            let (rls, forward_auth) = (settings.rls, settings.forward_auth);
             app.limits
                 .replace_file(settings.policy_configs)
-                .map(|policies| (policies, rls))
+                .map(|policies| (policies, rls, forward_auth))
                 .map_err(|errors| {
                     errors
                         .iter()
@@ -261,10 +261,11 @@ fn reload(app: &App, source: &ConfigSource) {
                 })
         });
     match compiled {
-        Ok((policies, rls)) => {
+        Ok((policies, rls, forward_auth)) => {
             let count = policies.len();
             app.limiter.replace_policies(policies);
             app.rls.store(Arc::new(rls));
+            app.forward_auth.store(Arc::new(forward_auth));
             metrics.reloaded(true);
             tracing::info!(policies = count, "config reloaded");
         }

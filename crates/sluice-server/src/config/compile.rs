@@ -16,6 +16,7 @@ use super::error::FieldError;
 use super::parse::{parse_mode, parse_positive_duration};
 use super::region::{RegionSettings, compile_region};
 use super::schema::{BackendConfig, Config, ListenConfig, PolicyConfig, TelemetryConfig};
+use crate::http::caller::CallerRules;
 use crate::policy::PolicySet;
 use crate::rls::Rules;
 
@@ -34,6 +35,8 @@ pub struct Settings {
     pub policies: PolicySet,
     /// `[[rls.descriptors]]`.
     pub rls: Rules,
+    /// `[forward_auth]`: how forward-auth requests name their caller.
+    pub forward_auth: CallerRules,
     pub region: RegionSettings,
 }
 
@@ -127,29 +130,45 @@ pub fn compile(config: &Config) -> Result<Settings, Vec<FieldError>> {
             None
         }
     };
+    let forward_auth = CallerRules::compile(&config.forward_auth)
+        .map_err(|mut caller_errors| errors.append(&mut caller_errors))
+        .ok();
     let region = compile_region(
         &config.region,
         &config.backend,
         policies.as_ref(),
         &mut errors,
     );
-    match (listen, backend, telemetry, policies, rls, region) {
-        (Some(listen), Some(backend), Some(telemetry), Some(policies), Some(rls), Some(region))
-            if errors.is_empty() =>
-        {
-            Ok(Settings {
-                source: String::new(),
-                listen,
-                backend,
-                telemetry,
-                admin_token: (!config.admin.token.is_empty())
-                    .then(|| config.admin.token.as_str().into()),
-                policy_configs: config.policies.clone(),
-                policies,
-                rls,
-                region,
-            })
-        }
+    match (
+        listen,
+        backend,
+        telemetry,
+        policies,
+        rls,
+        forward_auth,
+        region,
+    ) {
+        (
+            Some(listen),
+            Some(backend),
+            Some(telemetry),
+            Some(policies),
+            Some(rls),
+            Some(forward_auth),
+            Some(region),
+        ) if errors.is_empty() => Ok(Settings {
+            source: String::new(),
+            listen,
+            backend,
+            telemetry,
+            admin_token: (!config.admin.token.is_empty())
+                .then(|| config.admin.token.as_str().into()),
+            policy_configs: config.policies.clone(),
+            policies,
+            rls,
+            forward_auth,
+            region,
+        }),
         _ => Err(errors),
     }
 }

@@ -27,7 +27,7 @@ pub use load::{ConfigSource, env_provider, load, load_with_env};
 pub use parse::{is_valid_name, parse_duration_ms};
 pub use region::RegionSettings;
 pub use schema::{
-    AdminConfig, BUILTIN_NAME, BUILTIN_TOML, BackendConfig, Config, ListenConfig, PolicyConfig,
-    RegionConfig, RemoteConfig, RlsConfig, RlsDescriptorConfig, TelemetryConfig, TierConfig,
-    default_socket_path,
+    AdminConfig, BUILTIN_NAME, BUILTIN_TOML, BackendConfig, Config, ForwardAuthConfig,
+    ListenConfig, PolicyConfig, RegionConfig, RemoteConfig, RlsConfig, RlsDescriptorConfig,
+    TelemetryConfig, TierConfig, default_socket_path,
 };

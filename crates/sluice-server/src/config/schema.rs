@@ -22,6 +22,8 @@ pub struct Config {
     pub backend: BackendConfig,
     pub telemetry: TelemetryConfig,
     pub admin: AdminConfig,
+    /// `[forward_auth]`: how `GET /v1/forward-auth/{policy}` finds the caller.
+    pub forward_auth: ForwardAuthConfig,
     pub policies: BTreeMap<String, PolicyConfig>,
     /// `[[rls.descriptors]]`: how Envoy RLS descriptors map to policies.
     pub rls: RlsConfig,
@@ -128,6 +130,27 @@ impl Default for TelemetryConfig {
 #[serde(deny_unknown_fields, default)]
 pub struct AdminConfig {
     pub token: String,
+}
+
+/// `[forward_auth]`: which headers of a forward-auth request name the caller. Only what the
+/// proxy writes may: an identity header only when named here, and the `X-Forwarded-For`
+/// entry the nearest `trusted_hops` proxies appended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ForwardAuthConfig {
+    /// The header the proxy sets to the authenticated caller (key `user:<value>`); "" = none.
+    pub identity_header: String,
+    /// The client address is the `X-Forwarded-For` entry this many from the right.
+    pub trusted_hops: u64,
+}
+
+impl Default for ForwardAuthConfig {
+    fn default() -> Self {
+        ForwardAuthConfig {
+            identity_header: String::new(),
+            trusted_hops: 1,
+        }
+    }
 }
 
 /// `[rls]`: the Envoy rate-limit service (`listen.grpc`).

@@ -1,12 +1,13 @@
 //! `GET /v1/forward-auth/{policy}`: the check API shaped for proxies that ask a sub-request
 //! before forwarding (nginx `auth_request`, Traefik `forwardAuth`, Caddy `forward_auth`).
 //!
-//! The key comes from the request's headers: `X-User-Id` when present, else `ip:` + the first
-//! `X-Forwarded-For` address, else `ip:` + `X-Real-IP`. `X-Plan-Tier` (or `?tier=`) picks the
-//! plan tier, `?cost=N` the cost, and `X-Original-URI` / `X-Forwarded-Uri` (path only) the
-//! `endpoint` metrics label. The answer carries the same headers and body as `POST /v1/check`;
-//! a denial is `429`, or the status `?deny=` names (401, 403 or 429), since nginx's
-//! `auth_request` takes only 401 and 403 as a denial.
+//! The key is the caller as [`caller`](super::caller) finds it: the configured identity
+//! header (`user:<value>`), else the trusted `X-Forwarded-For` entry, else `X-Real-IP`
+//! (`ip:<address>`). `X-Plan-Tier` (or `?tier=`) picks the plan tier, `?cost=N` the cost,
+//! and `X-Original-URI` / `X-Forwarded-Uri` (path only) the `endpoint` metrics label. The
+//! answer carries the same headers and body as `POST /v1/check`; a denial is `429`, or the
+//! status `?deny=` names (401, 403 or 429), since nginx's `auth_request` takes only 401 and
+//! 403 as a denial. The problem document of a denial states the status actually sent.
 
 use std::collections::HashMap;
 
@@ -20,10 +21,6 @@ use super::error::{ApiError, PROBLEM_JSON, json_response, json_with};
 use crate::App;
 use crate::limiter::CheckInput;
 
-/// Headers the key is read from, in order of preference.
-pub const USER_HEADER: &str = "x-user-id";
-pub const FORWARDED_FOR: &str = "x-forwarded-for";
-pub const REAL_IP: &str = "x-real-ip";
 /// The plan tier of the caller.
 pub const TIER_HEADER: &str = "x-plan-tier";
 /// The original request path (nginx convention, then Traefik's).
@@ -79,7 +76,7 @@ async fn decide(
             )
         })?),
     };
-    let key = key_of(headers)?;
+    let key = app.forward_auth.load().key_of(headers)?;
     let tier = query
         .get("tier")
         .map(String::as_str)
@@ -96,7 +93,10 @@ async fn decide(
         endpoint,
     };
     let verdict = app.limiter.check(&input, app.clock.now_ms()).await?;
-    let body = body_of(&verdict);
+    let mut body = body_of(&verdict);
+    if let Some(problem) = body.problem.as_mut() {
+        problem.status = deny.as_u16();
+    }
     let mut response = if verdict.allowed {
         json_response(StatusCode::OK, &body)
     } else {
@@ -113,48 +113,4 @@ fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
         .and_then(|v| v.to_str().ok())
         .map(str::trim)
         .filter(|v| !v.is_empty())
-}
-
-/// The key of the caller: `X-User-Id`, else `ip:` + the first `X-Forwarded-For` address
-/// (the client as the first proxy saw it), else `ip:` + `X-Real-IP`.
-fn key_of(headers: &HeaderMap) -> Result<String, ApiError> {
-    if let Some(user) = header(headers, USER_HEADER) {
-        return Ok(user.to_owned());
-    }
-    let forwarded = header(headers, FORWARDED_FOR)
-        .and_then(|list| list.split(',').map(str::trim).find(|a| !a.is_empty()));
-    if let Some(ip) = forwarded.or_else(|| header(headers, REAL_IP)) {
-        return Ok(format!("ip:{ip}"));
-    }
-    Err(ApiError::bad_request(
-        "no caller to limit: send X-User-Id, X-Forwarded-For or X-Real-IP",
-        Some("X-User-Id".to_owned()),
-    ))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
-        let mut map = HeaderMap::new();
-        for (name, value) in pairs {
-            map.append(*name, http::HeaderValue::from_static(value));
-        }
-        map
-    }
-
-    #[test]
-    fn the_key_prefers_the_user_then_the_first_forwarded_address() {
-        let both = headers(&[("x-user-id", "u1"), ("x-forwarded-for", "1.2.3.4")]);
-        assert_eq!(key_of(&both).unwrap(), "u1");
-        let chain = headers(&[
-            ("x-forwarded-for", " 10.0.0.1 , 10.0.0.2"),
-            ("x-real-ip", "9.9.9.9"),
-        ]);
-        assert_eq!(key_of(&chain).unwrap(), "ip:10.0.0.1");
-        let real = headers(&[("x-user-id", " "), ("x-real-ip", "9.9.9.9")]);
-        assert_eq!(key_of(&real).unwrap(), "ip:9.9.9.9");
-        assert!(key_of(&headers(&[])).is_err());
-    }
 }

@@ -1,7 +1,8 @@
 //! The HTTP API: one router, identical on every listener, that knows nothing of sockets.
 //!
 //! - [`check`]: `POST /v1/check`, single checks and batches;
-//! - [`forward_auth`]: `GET /v1/forward-auth/{policy}` for proxies;
+//! - [`forward_auth`]: `GET /v1/forward-auth/{policy}` for proxies, and [`caller`], who its
+//!   caller is (the trusted identity header or address);
 //! - [`top`]: `GET /v1/top`;
 //! - [`admin`]: run-time limit overrides (only with `admin.token`);
 //! - [`answer`]: the body and headers of a decision, shared with the Envoy RLS;
@@ -12,6 +13,7 @@
 
 pub mod admin;
 pub mod answer;
+pub mod caller;
 mod check;
 pub mod error;
 pub mod forward_auth;
