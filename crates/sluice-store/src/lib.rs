@@ -36,6 +36,7 @@ mod error;
 pub mod keys;
 mod memory;
 mod overrides;
+mod redirect;
 mod redis;
 pub mod replicated;
 mod scripts;
