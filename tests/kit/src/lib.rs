@@ -259,6 +259,41 @@ impl RedisServer {
     }
 }
 
+/// The hash tag of a Redis key (`{…}`), or the whole key when it has none.
+fn hash_tag(key: &str) -> &str {
+    key.split_once('{')
+        .and_then(|(_, rest)| rest.split_once('}'))
+        .map(|(tag, _)| tag)
+        .filter(|tag| !tag.is_empty())
+        .unwrap_or(key)
+}
+
+/// A started cluster-enabled node `i` in its own folder under `dir`.
+fn cluster_node(dir: &Path, i: usize) -> Node {
+    let node_dir = dir.join(format!("node{i}"));
+    if let Err(e) = std::fs::create_dir_all(&node_dir) {
+        panic!("cannot create {}: {e}", node_dir.display());
+    }
+    let extra = [
+        "--cluster-enabled",
+        "yes",
+        "--cluster-config-file",
+        "nodes.conf",
+        "--cluster-node-timeout",
+        &CLUSTER_NODE_TIMEOUT_MS.to_string(),
+        "--repl-diskless-sync",
+        "yes",
+        "--repl-diskless-sync-delay",
+        "0",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let mut node = Node::new(free_port(), node_dir, extra);
+    node.spawn();
+    node
+}
+
 /// A Redis Cluster of 3 masters and 3 replicas (`cluster-node-timeout` 2000 ms).
 #[derive(Debug)]
 pub struct RedisCluster {
@@ -273,6 +308,20 @@ impl RedisCluster {
     /// Starts six nodes, creates the cluster and waits until it is fully usable: every node
     /// reports `cluster_state:ok`, agrees on three masters, and every replica has synced.
     pub fn start() -> RedisCluster {
+        RedisCluster::start_nodes(false)
+    }
+
+    /// Like [`start`](Self::start), plus a seventh node joined as a master that owns no slot
+    /// (the target of [`migrate_slot`](Self::migrate_slot) and [`reshard`](Self::reshard));
+    /// its index is [`SPARE`](Self::SPARE).
+    pub fn start_with_spare() -> RedisCluster {
+        RedisCluster::start_nodes(true)
+    }
+
+    /// Index of the spare master of [`start_with_spare`](Self::start_with_spare).
+    pub const SPARE: usize = 6;
+
+    fn start_nodes(spare: bool) -> RedisCluster {
         require_tools();
         let dir = match tempfile::tempdir() {
             Ok(dir) => dir,
@@ -280,28 +329,7 @@ impl RedisCluster {
         };
         let mut nodes = Vec::new();
         for i in 0..6 {
-            let node_dir = dir.path().join(format!("node{i}"));
-            if let Err(e) = std::fs::create_dir_all(&node_dir) {
-                panic!("cannot create {}: {e}", node_dir.display());
-            }
-            let extra = [
-                "--cluster-enabled",
-                "yes",
-                "--cluster-config-file",
-                "nodes.conf",
-                "--cluster-node-timeout",
-                &CLUSTER_NODE_TIMEOUT_MS.to_string(),
-                "--repl-diskless-sync",
-                "yes",
-                "--repl-diskless-sync-delay",
-                "0",
-            ]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
-            let mut node = Node::new(free_port(), node_dir, extra);
-            node.spawn();
-            nodes.push(node);
+            nodes.push(cluster_node(dir.path(), i));
         }
         let mut create = Command::new("redis-cli");
         create.arg("--cluster").arg("create");
@@ -323,9 +351,156 @@ impl RedisCluster {
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         );
-        let cluster = RedisCluster { nodes, _dir: dir };
+        let mut cluster = RedisCluster { nodes, _dir: dir };
         cluster.wait_healthy(Duration::from_secs(30));
+        if spare {
+            // Started only now: a node outside the cluster is not healthy.
+            let node = cluster_node(cluster._dir.path(), Self::SPARE);
+            cluster.nodes.push(node);
+            let seed = format!("127.0.0.1:{}", cluster.nodes[0].port);
+            let new = format!("127.0.0.1:{}", cluster.nodes[Self::SPARE].port);
+            cluster.redis_cli_cluster(&["add-node", &new, &seed]);
+            let id = cluster.node_id(Self::SPARE);
+            wait_until(
+                "every node to know the spare master",
+                Duration::from_secs(30),
+                || {
+                    cluster.nodes.iter().all(|n| {
+                        cli(n.port, &["CLUSTER", "NODES"])
+                            .lines()
+                            .any(|l| l.starts_with(&id) && l.contains("master"))
+                    })
+                },
+            );
+            cluster.wait_healthy(Duration::from_secs(30));
+        }
         cluster
+    }
+
+    /// Runs `redis-cli --cluster ARGS…` and panics with its output unless it succeeds.
+    fn redis_cli_cluster(&self, args: &[&str]) -> String {
+        let out = match Command::new("redis-cli")
+            .arg("--cluster")
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+        {
+            Ok(out) => out,
+            Err(e) => panic!("redis-cli --cluster failed to run ({e}). {INSTALL_HINT}"),
+        };
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(
+            out.status.success(),
+            "redis-cli --cluster {args:?} failed:\n{stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        stdout
+    }
+
+    /// The cluster node id of node `index` (`CLUSTER MYID`).
+    pub fn node_id(&self, index: usize) -> String {
+        cli(self.nodes[index].port, &["CLUSTER", "MYID"])
+    }
+
+    /// Moves `slot` to node `to` by hand, as `redis-cli --cluster reshard` does, but slowly:
+    /// `SETSLOT IMPORTING` on the target and `MIGRATING` on the source, then the slot's keys
+    /// one hash tag at a time with `MIGRATE … KEYS` and `pause` after each (clients in that
+    /// time get ASK for the keys already moved), then `SETSLOT NODE` on the target, the source and every other
+    /// master. Returns how many keys moved.
+    pub fn migrate_slot(&self, slot: u16, to: usize, pause: Duration) -> usize {
+        let from = self.master_of_slot(slot);
+        assert_ne!(from, to, "slot {slot} is already on node {to}");
+        let (src, dst) = (self.nodes[from].port, self.nodes[to].port);
+        let (from_id, to_id) = (self.node_id(from), self.node_id(to));
+        let slot_arg = slot.to_string();
+        let ok = |answer: String, what: &str| assert_eq!(answer, "OK", "{what}");
+        ok(
+            cli(dst, &["CLUSTER", "SETSLOT", &slot_arg, "IMPORTING", &from_id]),
+            "SETSLOT IMPORTING",
+        );
+        ok(
+            cli(src, &["CLUSTER", "SETSLOT", &slot_arg, "MIGRATING", &to_id]),
+            "SETSLOT MIGRATING",
+        );
+        let mut moved = 0;
+        loop {
+            // The keys of one hash tag (all the keys of one limit) go in one MIGRATE: a
+            // script over keys split between two nodes would get TRYAGAIN meanwhile.
+            let keys = cli(src, &["CLUSTER", "GETKEYSINSLOT", &slot_arg, "1000"]);
+            let Some(first) = keys.lines().find(|k| !k.is_empty()) else {
+                break;
+            };
+            let tag = hash_tag(first);
+            let group: Vec<&str> = keys.lines().filter(|k| hash_tag(k) == tag).collect();
+            let port = dst.to_string();
+            let mut args = vec!["MIGRATE", "127.0.0.1", &port, "", "0", "5000", "KEYS"];
+            args.extend(&group);
+            let answer = cli(src, &args);
+            assert!(
+                answer == "OK" || answer == "NOKEY",
+                "MIGRATE {group:?}: {answer}"
+            );
+            moved += group.len();
+            std::thread::sleep(pause);
+        }
+        // The target first, then the source, as redis-cli does: clients redirected by the
+        // source then find the target already owning the slot.
+        ok(
+            cli(dst, &["CLUSTER", "SETSLOT", &slot_arg, "NODE", &to_id]),
+            "SETSLOT NODE on the target",
+        );
+        ok(
+            cli(src, &["CLUSTER", "SETSLOT", &slot_arg, "NODE", &to_id]),
+            "SETSLOT NODE on the source",
+        );
+        for (i, node) in self.nodes.iter().enumerate() {
+            if i != from && i != to && node.child.is_some() {
+                let role = info_field(&cli(node.port, &["INFO", "replication"]), "role");
+                if role.as_deref() == Some("master") {
+                    cli(node.port, &["CLUSTER", "SETSLOT", &slot_arg, "NODE", &to_id]);
+                }
+            }
+        }
+        moved
+    }
+
+    /// `redis-cli --cluster reshard` of `slots` slots from the other masters to node `to`,
+    /// without asking; returns when it finished.
+    pub fn reshard(&self, slots: u32, to: usize) {
+        let seed = format!("127.0.0.1:{}", self.any_port());
+        self.redis_cli_cluster(&[
+            "reshard",
+            &seed,
+            "--cluster-from",
+            "all",
+            "--cluster-to",
+            &self.node_id(to),
+            "--cluster-slots",
+            &slots.to_string(),
+            "--cluster-yes",
+            "--cluster-pipeline",
+            "10",
+        ]);
+    }
+
+    /// How many slots node `index` serves (from its `CLUSTER NODES` line).
+    pub fn slots_of(&self, index: usize) -> u32 {
+        let nodes = cli(self.nodes[index].port, &["CLUSTER", "NODES"]);
+        let Some(myself) = nodes.lines().find(|l| l.contains("myself")) else {
+            return 0;
+        };
+        myself
+            .split_whitespace()
+            .skip(8)
+            .filter(|r| !r.starts_with('['))
+            .map(|range| match range.split_once('-') {
+                Some((lo, hi)) => match (lo.parse::<u32>(), hi.parse::<u32>()) {
+                    (Ok(lo), Ok(hi)) => hi - lo + 1,
+                    _ => 0,
+                },
+                None => u32::from(range.parse::<u32>().is_ok()),
+            })
+            .sum()
     }
 
     /// Waits until every replica of master `index` has applied everything the master wrote

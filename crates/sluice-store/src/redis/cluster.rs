@@ -7,8 +7,9 @@
 //! and no CROSSSLOT error can occur.
 //!
 //! The client holds one multiplexed connection per master, pipelines concurrent commands on
-//! it, follows MOVED/ASK, refreshes the slot map when a node fails over, and reconnects by
-//! itself. Scripts are loaded on every master on NOSCRIPT (a promoted replica has an empty
+//! it, refreshes the slot map when a node fails over or a slot moves, and reconnects by
+//! itself. MOVED and ASK are followed by [`crate::redirect`] (a redirected script did not
+//! run, so sending it again is safe). Scripts are loaded on every master on NOSCRIPT (a promoted replica has an empty
 //! script cache) and the call retried once.
 //!
 //! Consume-then-refund is not atomic across slots: between the consume and the refund a
@@ -29,6 +30,7 @@ use fred::types::scripts::Script;
 
 use super::bounds::Bounds;
 use super::group::Groups;
+use super::redirect::{self, Redirects};
 use super::keys::{self, Layout};
 use super::scripts::ScriptId;
 use super::{ScriptRunner, script_store};
@@ -47,6 +49,8 @@ script_store!(ClusterStore);
 pub(crate) struct ClusterClient {
     client: Client,
     /// Indexed by [`ScriptId::index`].
+    /// Follows the MOVED and ASK answers fred is told not to follow.
+    redirects: Redirects,
     scripts: Vec<Script>,
     layout: Layout,
     bounds: Bounds,
@@ -120,6 +124,11 @@ impl ClusterStore {
             .iter()
             .find_map(|url| credentials(url))
             .map_or((None, None), |(user, password)| (user, Some(password)));
+        let redirects = Redirects::new(
+            username.as_deref(),
+            password.as_deref(),
+            config.connect_timeout,
+        );
         let fred_config = Config {
             server: ServerConfig::new_clustered(hosts),
             username,
@@ -142,7 +151,12 @@ impl ClusterStore {
                 // already, and re-running a check would consume twice. The caller's next
                 // check goes to the new connection (or the promoted replica).
                 conn.max_command_attempts = 1;
-                conn.max_redirections = 5;
+                // fred would follow a redirection only by spending a write attempt, and its
+                // ASK path ends the router when ASKING fails (as it does towards a master it
+                // has no connection to yet): it follows none, answers a redirected command
+                // with an error (after refreshing the slot map on MOVED), and
+                // `crate::redirect` sends the script again.
+                conn.max_redirections = 0;
                 // Bounded queue towards the router: past it commands fail at once.
                 // (a cross-slot batch is one command per slot, hence the factor).
                 conn.max_command_buffer_len = max_in_flight.saturating_mul(8);
@@ -163,6 +177,7 @@ impl ClusterStore {
         Ok(ClusterStore {
             client: Arc::new(ClusterClient {
                 client,
+                redirects,
                 scripts,
                 layout: Layout::new(config.prefix, config.ttl_grace),
                 groups: Groups::default(),
@@ -193,20 +208,31 @@ fn map_error(e: &FredError) -> StoreError {
 }
 
 impl ClusterClient {
-    async fn invoke<T: FromValue>(
+    async fn invoke<T: FromValue + redis::FromRedisValue>(
         &self,
         script: ScriptId,
         keys: Vec<String>,
         args: Vec<String>,
     ) -> Result<T, StoreError> {
-        let script = self
-            .scripts
-            .get(script.index())
-            .ok_or_else(|| StoreError::Backend("unknown script".into()))?;
-        script
-            .evalsha_with_reload::<T, _, _>(&self.client, keys, args)
+        let index = script.index();
+        let (Some(compiled), Some(id)) = (self.scripts.get(index), ScriptId::ALL.get(index)) else {
+            return Err(StoreError::Backend("unknown script".into()));
+        };
+        // Borrowed: the redirection path needs them again.
+        let key_refs: Vec<&str> = keys.iter().map(String::as_str).collect();
+        let arg_refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        match compiled
+            .evalsha_with_reload::<T, _, _>(&self.client, key_refs, arg_refs)
             .await
-            .map_err(|e| map_error(&e))
+        {
+            Ok(answer) => Ok(answer),
+            Err(e) if redirect::not_run(&e) => {
+                self.redirects
+                    .run(&self.client, id.source(), &keys, &args)
+                    .await
+            }
+            Err(e) => Err(map_error(&e)),
+        }
     }
 }
 

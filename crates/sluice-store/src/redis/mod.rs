@@ -18,6 +18,7 @@ pub(crate) mod cluster;
 pub(crate) mod group;
 pub mod keys;
 pub(crate) mod overrides;
+mod redirect;
 pub mod replicated;
 pub(crate) mod scripts;
 pub(crate) mod single;

@@ -90,7 +90,7 @@ impl RedisStore {
 }
 
 /// Maps a client error to the store's error kinds.
-fn map_error(e: &RedisError) -> StoreError {
+pub(crate) fn map_error(e: &RedisError) -> StoreError {
     if e.is_timeout() {
         StoreError::Timeout
     } else if e.is_io_error() || e.is_connection_dropped() || e.is_connection_refusal() {
