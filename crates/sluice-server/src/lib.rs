@@ -8,7 +8,8 @@
 //! - [`policy`]: policies compiled for the check path (parameters, header values, metric
 //!   slots); [`overrides`]: the file's policies merged with the run-time overrides.
 //! - [`stores`]: the stores the settings describe (memory, Redis, Cluster, and with
-//!   `[region]` the global and replicated stores), built in one place.
+//!   `[region]` the global and replicated stores), built in one place; [`health`]: whether
+//!   a Redis backend's checks get answers (outage logs, readiness, rebuilding its client).
 //! - [`limiter`]: the one place that calls a store: resolves a check against its policy,
 //!   bounds the call, applies fail and shadow modes, records metrics and spans.
 //! - [`http`]: the HTTP API (check, forward-auth, top, admin, the operational routes) and
@@ -38,6 +39,7 @@
 pub mod clock;
 pub mod config;
 pub mod exposition;
+pub mod health;
 pub mod histogram;
 pub mod http;
 pub mod limiter;

@@ -13,6 +13,7 @@ use sluice_store::{
 
 use crate::clock::Clock;
 use crate::config::{BackendSettings, RegionSettings};
+use crate::health::Watched;
 
 /// Every store of the daemon.
 #[derive(Debug, Clone)]
@@ -52,10 +53,11 @@ impl Stores {
         clock: Arc<dyn Clock>,
     ) -> Result<Stores, ConfigError> {
         let (local, overrides) = with_overrides(backend)?;
+        let local = watched(local, backend);
         let mut stores = RegionStores::default();
         if let Some(global) = &region.global {
             let timeout = global.timeout().unwrap_or(Duration::from_secs(1));
-            stores.global = Some((store(global)?, timeout));
+            stores.global = Some((watched(store(global)?, global), timeout));
         }
         if let Some(local_shared) = &region.local {
             let peers = region
@@ -82,6 +84,15 @@ impl Stores {
             overrides,
             region: stores,
         })
+    }
+}
+
+/// The store of `settings`, its health tracked and its client rebuilt when it fails every
+/// call for too long (process memory needs neither).
+fn watched(built: Arc<dyn Store>, settings: &BackendSettings) -> Arc<dyn Store> {
+    match settings {
+        BackendSettings::Memory(_) => built,
+        _ => Arc::new(Watched::new(built, settings.clone())),
     }
 }
 

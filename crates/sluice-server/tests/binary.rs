@@ -629,3 +629,127 @@ fn a_second_sigterm_stops_at_once() {
     assert!(status.success(), "{status}");
     assert!(!d.socket.exists());
 }
+
+/// `sluiced` on the Redis at `url` with its stderr in `log`, and one fail-closed policy.
+fn start_on_redis(dir: &Path, url: &str, log: &Path) -> (Child, PathBuf) {
+    let socket = dir.join("d.sock");
+    let config = dir.join("sluice.toml");
+    let backend = format!("[backend]\nkind = \"redis\"\nurl = \"{url}\"\ntimeout = \"100ms\"\n");
+    let policies = "[policies.p]\nalgorithm = \"fixed_window\"\nlimit = 1000000\nwindow = \"1h\"\n\
+                    fail = \"closed\"\n";
+    write_config_with(&config, &socket, "", &format!("{backend}\n{policies}"));
+    let child = Command::new(BIN)
+        .arg("--config")
+        .arg(&config)
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(log).unwrap())
+        .spawn()
+        .unwrap();
+    wait_for_socket(&socket);
+    (child, socket)
+}
+
+/// How many lines of the log at `path` contain `text`.
+fn lines_with(path: &Path, text: &str) -> usize {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.contains(text))
+        .count()
+}
+
+/// Checks until one is answered 200 (or `limit` passes).
+async fn until_answered(client: &Client, limit: Duration) {
+    let start = std::time::Instant::now();
+    let req = CheckRequest::new("p", "user:1");
+    loop {
+        if client.check(&req).await.is_ok_and(|o| o.status == 200) {
+            return;
+        }
+        assert!(
+            start.elapsed() < limit,
+            "no check answered within {limit:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The status of one check of `user:1` (a 503 has no decision body to decode).
+async fn check_status(client: &Client) -> u16 {
+    client
+        .send(
+            Method::POST,
+            "/v1/check",
+            &[("content-type", "application/json")],
+            r#"{"policy": "p", "key": "user:1"}"#,
+        )
+        .await
+        .unwrap()
+        .status
+}
+
+async fn readyz(client: &Client) -> u16 {
+    client
+        .send(Method::GET, "/readyz", &[], "")
+        .await
+        .unwrap()
+        .status
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_outage_logs_one_warn_and_one_info_and_readyz_follows_the_checks() {
+    let mut redis = sluice_testkit::RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("stderr.log");
+    let (mut child, socket) = start_on_redis(dir.path(), &redis.url(), &log);
+    let client = Client::unix(&socket).with_timeout(Duration::from_secs(5));
+    until_answered(&client, Duration::from_secs(5)).await;
+    assert_eq!(readyz(&client).await, 200);
+
+    // Down: many failed checks, one WARN line naming the address.
+    redis.kill();
+    let req = CheckRequest::new("p", "user:1");
+    for _ in 0..30 {
+        assert_eq!(check_status(&client).await, 503);
+    }
+    assert_eq!(readyz(&client).await, 503);
+    assert_eq!(
+        lines_with(&log, "backend failing"),
+        1,
+        "{:?}",
+        std::fs::read_to_string(&log)
+    );
+    let warn = std::fs::read_to_string(&log).unwrap();
+    assert!(warn.contains(&redis.url()), "{warn}");
+    assert_eq!(lines_with(&log, "backend answers again"), 0);
+
+    // Back: one INFO line, ready again.
+    redis.restart();
+    until_answered(&client, Duration::from_secs(10)).await;
+    for _ in 0..10 {
+        check_status(&client).await;
+    }
+    assert_eq!(lines_with(&log, "backend answers again"), 1);
+    assert_eq!(lines_with(&log, "backend failing"), 1);
+    assert_eq!(readyz(&client).await, 200);
+
+    // PING works but every write is refused: not ready while the checks fail.
+    redis.cli(&["CONFIG", "SET", "maxmemory-policy", "noeviction"]);
+    redis.cli(&["CONFIG", "SET", "maxmemory", "1"]);
+    assert_eq!(redis.cli(&["PING"]), "PONG");
+    for _ in 0..10 {
+        assert_eq!(check_status(&client).await, 503);
+    }
+    let ready = client.send(Method::GET, "/readyz", &[], "").await.unwrap();
+    assert_eq!(ready.status, 503);
+    let body = String::from_utf8_lossy(&ready.body);
+    assert!(body.contains("OOM"), "{body}");
+    assert_eq!(lines_with(&log, "backend failing"), 2);
+
+    redis.cli(&["CONFIG", "SET", "maxmemory", "0"]);
+    until_answered(&client, Duration::from_secs(5)).await;
+    assert_eq!(readyz(&client).await, 200);
+    assert_eq!(lines_with(&log, "backend answers again"), 2);
+    let _ = child.kill();
+    let _ = child.wait();
+}

@@ -159,7 +159,8 @@ async fn slots_moved_by_hand_through_a_long_ask_window() {
     let cluster = under_load(cluster, keys, "by hand", move |cluster| {
         for slot in &moving {
             // A pause after each key: checks on a key already moved get ASK meanwhile.
-            let moved = cluster.migrate_slot(*slot, RedisCluster::SPARE, Duration::from_millis(1500));
+            let moved =
+                cluster.migrate_slot(*slot, RedisCluster::SPARE, Duration::from_millis(1500));
             assert!(moved > 0, "slot {slot} had no keys to move");
         }
     })

@@ -415,7 +415,10 @@ impl RedisCluster {
         let slot_arg = slot.to_string();
         let ok = |answer: String, what: &str| assert_eq!(answer, "OK", "{what}");
         ok(
-            cli(dst, &["CLUSTER", "SETSLOT", &slot_arg, "IMPORTING", &from_id]),
+            cli(
+                dst,
+                &["CLUSTER", "SETSLOT", &slot_arg, "IMPORTING", &from_id],
+            ),
             "SETSLOT IMPORTING",
         );
         ok(
@@ -457,7 +460,10 @@ impl RedisCluster {
             if i != from && i != to && node.child.is_some() {
                 let role = info_field(&cli(node.port, &["INFO", "replication"]), "role");
                 if role.as_deref() == Some("master") {
-                    cli(node.port, &["CLUSTER", "SETSLOT", &slot_arg, "NODE", &to_id]);
+                    cli(
+                        node.port,
+                        &["CLUSTER", "SETSLOT", &slot_arg, "NODE", &to_id],
+                    );
                 }
             }
         }

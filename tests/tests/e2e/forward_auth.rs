@@ -66,9 +66,17 @@ async fn the_key_is_the_last_forwarded_address_and_a_denial_has_the_asked_status
     );
     let unauthorized = get(&d, "/v1/forward-auth/fw?deny=401", &chain).await;
     let body: serde_json::Value = serde_json::from_slice(&unauthorized.body).unwrap();
-    assert_eq!((unauthorized.status, body["status"].as_u64()), (401, Some(401)));
+    assert_eq!(
+        (unauthorized.status, body["status"].as_u64()),
+        (401, Some(401))
+    );
     // X-Real-IP is the last resort, written in canonical form.
-    let real = get(&d, "/v1/forward-auth/fw", &[("x-real-ip", "::ffff:10.30.0.2")]).await;
+    let real = get(
+        &d,
+        "/v1/forward-auth/fw",
+        &[("x-real-ip", "::ffff:10.30.0.2")],
+    )
+    .await;
     assert_eq!(real.status, 200);
     assert_eq!(remaining(&d, "ip:10.30.0.2").await, 4);
 }
@@ -89,12 +97,20 @@ async fn a_configured_identity_is_keyed_apart_from_addresses() {
     assert_eq!(remaining(&d, "user:ann").await, 4);
     // An identity naming another client's address spends its own budget, not the address's.
     for _ in 0..5 {
-        let spoof = [("x-user-id", "ip:10.31.0.66"), ("x-forwarded-for", "10.31.0.2")];
+        let spoof = [
+            ("x-user-id", "ip:10.31.0.66"),
+            ("x-forwarded-for", "10.31.0.2"),
+        ];
         assert_eq!(get(&d, "/v1/forward-auth/fw", &spoof).await.status, 200);
     }
     assert_eq!(remaining(&d, "ip:10.31.0.66").await, 5);
     assert_eq!(remaining(&d, "user:ip:10.31.0.66").await, 0);
-    let victim = get(&d, "/v1/forward-auth/fw", &[("x-forwarded-for", "10.31.0.66")]).await;
+    let victim = get(
+        &d,
+        "/v1/forward-auth/fw",
+        &[("x-forwarded-for", "10.31.0.66")],
+    )
+    .await;
     assert_eq!(victim.status, 200);
 }
 

@@ -137,7 +137,7 @@ async fn readyz(State(app): State<App>) -> Response {
             StatusCode::SERVICE_UNAVAILABLE,
             codes::BACKEND_UNAVAILABLE,
             format!(
-                "the {} backend does not answer: {err}",
+                "the {} backend is not ready: {err}",
                 app.limiter.store().kind()
             ),
         )

@@ -30,8 +30,8 @@ use fred::types::scripts::Script;
 
 use super::bounds::Bounds;
 use super::group::Groups;
-use super::redirect::{self, Redirects};
 use super::keys::{self, Layout};
+use super::redirect::{self, Redirects};
 use super::scripts::ScriptId;
 use super::{ScriptRunner, script_store};
 use crate::config::{ClusterStoreConfig, ConfigError, check_common};

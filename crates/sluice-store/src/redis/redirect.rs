@@ -88,7 +88,10 @@ impl Redirects {
         let slot = ClusterRouting::hash_key(first.as_bytes());
         let mut node = client
             .cached_cluster_state()
-            .and_then(|map| map.get_server(slot).map(|s| format!("{}:{}", s.host, s.port)))
+            .and_then(|map| {
+                map.get_server(slot)
+                    .map(|s| format!("{}:{}", s.host, s.port))
+            })
             .ok_or_else(|| StoreError::Unavailable(format!("no known owner of slot {slot}")))?;
         let mut asking = false;
         for _ in 0..MAX_HOPS {
@@ -136,9 +139,8 @@ impl Redirects {
         if let Some(conn) = self.lock().get(node) {
             return Ok(conn.clone());
         }
-        let (host, port) = super::cluster::parse_node(node).map_err(|e| {
-            StoreError::Backend(format!("bad node address in a redirection: {e}"))
-        })?;
+        let (host, port) = super::cluster::parse_node(node)
+            .map_err(|e| StoreError::Backend(format!("bad node address in a redirection: {e}")))?;
         let info = ConnectionAddr::Tcp(host, port)
             .into_connection_info()
             .map_err(|e| super::single::map_error(&e))?

@@ -1,0 +1,317 @@
+//! Backend health: whether the recent checks got answers, in one place.
+//!
+//! [`Watched`] wraps a Redis or Cluster store and sees the outcome of every check it runs.
+//! From that it
+//! - logs outages, one line per transition: WARN when the backend starts failing (after
+//!   [`DOWN_AFTER`] failed checks in a row; the address redacted, the reason), INFO when it
+//!   answers again (how long it was down);
+//! - answers `/readyz` for the checks, not only for PING: while the backend is down and its
+//!   last failure is recent ([`RECENT`]), `ping` fails with the reason, so a Redis that
+//!   answers PING but refuses every write (maxmemory with `noeviction`) is not ready;
+//! - rebuilds the client from its settings when every check failed for [`REBUILD_AFTER`]
+//!   (at least [`REBUILD_MIN_CALLS`] of them), whatever the cause, so no Redis event ever
+//!   needs a daemon restart. At most one rebuild per [`REBUILD_AFTER`].
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use arc_swap::ArcSwap;
+use async_trait::async_trait;
+use parking_lot::Mutex;
+use sluice_core::Decision;
+use sluice_store::{BatchObserver, Check, ConfigError, Store, StoreError, StoreKind};
+
+use crate::config::BackendSettings;
+
+/// Failed checks in a row before the backend counts as down (one timeout is no outage).
+pub const DOWN_AFTER: u64 = 3;
+/// How long every check must have failed before the client is rebuilt.
+pub const REBUILD_AFTER: Duration = Duration::from_secs(5);
+/// And how many checks at least.
+pub const REBUILD_MIN_CALLS: u64 = 10;
+/// A down backend without checks since this long is judged by PING again (an idle daemon
+/// taken out of rotation must be able to come back).
+pub const RECENT: Duration = Duration::from_secs(10);
+
+/// Outcome bookkeeping of one backend.
+#[derive(Debug)]
+struct Tracker {
+    /// Failed checks in a row, and since when.
+    failed: u64,
+    failing_since: Option<Instant>,
+    last_failure: Option<Instant>,
+    last_error: String,
+    /// Announced as down (the WARN line was written).
+    down: bool,
+    /// Start of the span the watchdog measures (reset at each rebuild).
+    rebuild_clock: Option<Instant>,
+    rebuild_calls: u64,
+}
+
+/// What one outcome asks of the caller.
+#[derive(Debug, PartialEq, Eq)]
+enum Transition {
+    None,
+    Down,
+    Up(Duration),
+    Rebuild,
+}
+
+impl Tracker {
+    fn new() -> Tracker {
+        Tracker {
+            failed: 0,
+            failing_since: None,
+            last_failure: None,
+            last_error: String::new(),
+            down: false,
+            rebuild_clock: None,
+            rebuild_calls: 0,
+        }
+    }
+
+    fn success(&mut self) -> Transition {
+        let was = self.failing_since.take();
+        self.failed = 0;
+        self.rebuild_clock = None;
+        self.rebuild_calls = 0;
+        if std::mem::take(&mut self.down) {
+            Transition::Up(was.map_or(Duration::ZERO, |since| since.elapsed()))
+        } else {
+            Transition::None
+        }
+    }
+
+    fn failure(&mut self, error: &StoreError, now: Instant) -> Transition {
+        self.failed += 1;
+        self.rebuild_calls += 1;
+        self.failing_since.get_or_insert(now);
+        self.last_failure = Some(now);
+        let clock = *self.rebuild_clock.get_or_insert(now);
+        self.last_error = error.to_string();
+        if !self.down && self.failed >= DOWN_AFTER {
+            self.down = true;
+            return Transition::Down;
+        }
+        if now.duration_since(clock) >= REBUILD_AFTER && self.rebuild_calls >= REBUILD_MIN_CALLS {
+            self.rebuild_clock = Some(now);
+            self.rebuild_calls = 0;
+            return Transition::Rebuild;
+        }
+        Transition::None
+    }
+
+    /// Why the backend is not ready, if its recent checks failed.
+    fn not_ready(&self, now: Instant) -> Option<String> {
+        let last = self.last_failure?;
+        (self.down && now.duration_since(last) < RECENT).then(|| {
+            format!(
+                "the last {} checks failed: {}",
+                self.failed, self.last_error
+            )
+        })
+    }
+}
+
+/// A Redis or Cluster store whose health is tracked and whose client is rebuilt when it
+/// fails every call for too long.
+pub struct Watched {
+    current: ArcSwap<Arc<dyn Store>>,
+    settings: BackendSettings,
+    /// For logs: the address, credentials redacted.
+    address: String,
+    kind: StoreKind,
+    tracker: Mutex<Tracker>,
+}
+
+impl std::fmt::Debug for Watched {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Watched")
+            .field("backend", &self.address)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Watched {
+    /// Watches `store`, built from `settings` (and rebuilt from them).
+    pub fn new(store: Arc<dyn Store>, settings: BackendSettings) -> Watched {
+        Watched {
+            kind: store.kind(),
+            current: ArcSwap::from_pointee(store),
+            address: settings.address(),
+            settings,
+            tracker: Mutex::new(Tracker::new()),
+        }
+    }
+
+    fn store(&self) -> Arc<dyn Store> {
+        Arc::clone(&self.current.load())
+    }
+
+    /// Records one check's outcome and acts on the transition it makes.
+    fn record<T>(&self, result: &Result<T, StoreError>) {
+        let transition = match result {
+            Ok(_) => self.tracker.lock().success(),
+            Err(err) if err.is_backend_failure() => {
+                self.tracker.lock().failure(err, Instant::now())
+            }
+            Err(_) => Transition::None,
+        };
+        match transition {
+            Transition::None => {}
+            Transition::Down => {
+                let reason = result.as_ref().err().map(ToString::to_string);
+                tracing::warn!(
+                    backend = %self.kind,
+                    address = %self.address,
+                    reason = reason.as_deref().unwrap_or(""),
+                    "backend failing: {DOWN_AFTER} checks in a row failed"
+                );
+            }
+            Transition::Up(down_for) => {
+                tracing::info!(
+                    backend = %self.kind,
+                    address = %self.address,
+                    down_ms = u64::try_from(down_for.as_millis()).unwrap_or(u64::MAX),
+                    "backend answers again after {down_for:.1?}"
+                );
+            }
+            Transition::Rebuild => self.rebuild(),
+        }
+    }
+
+    /// A new client from the settings in place of the current one; calls in flight finish
+    /// on the old one, which closes once the last of them is done.
+    fn rebuild(&self) {
+        match build(&self.settings) {
+            Ok(store) => {
+                self.current.store(Arc::new(store));
+                tracing::warn!(
+                    backend = %self.kind,
+                    address = %self.address,
+                    "backend client rebuilt: every check failed for {REBUILD_AFTER:?}"
+                );
+            }
+            Err(err) => tracing::error!(
+                backend = %self.kind,
+                address = %self.address,
+                "rebuilding the backend client failed: {err}"
+            ),
+        }
+    }
+}
+
+/// Records a check's outcome also when the caller stops waiting (its timeout drops the
+/// call): a call that never finished counts as a timeout.
+struct Pending<'a> {
+    watched: &'a Watched,
+    done: bool,
+}
+
+impl Drop for Pending<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            self.watched.record::<()>(&Err(StoreError::Timeout));
+        }
+    }
+}
+
+/// The client of `settings` (Redis or Cluster).
+fn build(settings: &BackendSettings) -> Result<Arc<dyn Store>, ConfigError> {
+    crate::stores::store(settings)
+}
+
+#[async_trait]
+impl Store for Watched {
+    fn kind(&self) -> StoreKind {
+        self.kind
+    }
+
+    async fn check(&self, check: &Check<'_>, now_ms: u64) -> Result<Decision, StoreError> {
+        let mut pending = Pending {
+            watched: self,
+            done: false,
+        };
+        let result = self.store().check(check, now_ms).await;
+        pending.done = true;
+        self.record(&result);
+        result
+    }
+
+    async fn check_all(
+        &self,
+        checks: &[Check<'_>],
+        now_ms: u64,
+    ) -> Result<Vec<Decision>, StoreError> {
+        let mut pending = Pending {
+            watched: self,
+            done: false,
+        };
+        let result = self.store().check_all(checks, now_ms).await;
+        pending.done = true;
+        self.record(&result);
+        result
+    }
+
+    /// Ready means checks get answers: not while the recent ones failed, then PING.
+    async fn ping(&self) -> Result<(), StoreError> {
+        if let Some(why) = self.tracker.lock().not_ready(Instant::now()) {
+            return Err(StoreError::Unavailable(why));
+        }
+        self.store().ping().await
+    }
+
+    fn tracked_keys(&self) -> Option<u64> {
+        self.store().tracked_keys()
+    }
+
+    fn housekeep(&self, now_ms: u64) {
+        self.store().housekeep(now_ms);
+    }
+
+    fn set_batch_observer(&self, observer: Arc<dyn BatchObserver>) {
+        self.store().set_batch_observer(observer);
+    }
+
+    fn evicted_keys(&self) -> Vec<(String, u64)> {
+        self.store().evicted_keys()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_line_per_transition_and_a_bounded_rebuild() {
+        let mut t = Tracker::new();
+        let start = Instant::now();
+        let err = StoreError::Timeout;
+        assert_eq!(t.failure(&err, start), Transition::None);
+        assert_eq!(t.failure(&err, start), Transition::None);
+        assert_eq!(t.failure(&err, start), Transition::Down);
+        assert!(t.not_ready(start).is_some());
+        // Failing on: no more lines, and no rebuild before REBUILD_AFTER.
+        for _ in 0..20 {
+            assert_eq!(t.failure(&err, start), Transition::None);
+        }
+        let later = start + REBUILD_AFTER;
+        assert_eq!(t.failure(&err, later), Transition::Rebuild);
+        // The next rebuild waits REBUILD_AFTER and REBUILD_MIN_CALLS again.
+        assert_eq!(t.failure(&err, later + REBUILD_AFTER), Transition::None);
+        // Idle long enough: judged by PING again.
+        assert!(t.not_ready(later + RECENT + REBUILD_AFTER).is_none());
+        assert!(matches!(t.success(), Transition::Up(_)));
+        assert_eq!(t.success(), Transition::None);
+        assert!(t.not_ready(later).is_none());
+    }
+
+    #[test]
+    fn a_blip_is_no_outage() {
+        let mut t = Tracker::new();
+        let now = Instant::now();
+        assert_eq!(t.failure(&StoreError::Timeout, now), Transition::None);
+        assert_eq!(t.success(), Transition::None);
+        assert!(t.not_ready(now).is_none());
+    }
+}
