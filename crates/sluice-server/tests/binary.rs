@@ -708,7 +708,6 @@ async fn an_outage_logs_one_warn_and_one_info_and_readyz_follows_the_checks() {
 
     // Down: many failed checks, one WARN line naming the address.
     redis.kill();
-    let req = CheckRequest::new("p", "user:1");
     for _ in 0..30 {
         assert_eq!(check_status(&client).await, 503);
     }
