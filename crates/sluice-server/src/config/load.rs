@@ -14,7 +14,7 @@ use std::path::PathBuf;
 /// Top-level sections env vars may set. Anything else under `SLUICE_` (such as
 /// `SLUICE_SOCKET` or the CLI's `SLUICE_ADMIN_TOKEN`) is not config and must not reach the
 /// strict deserializer.
-const SECTIONS: [&str; 7] = [
+const SECTIONS: [&str; 8] = [
     "listen",
     "backend",
     "telemetry",
@@ -22,6 +22,7 @@ const SECTIONS: [&str; 7] = [
     "policies",
     "rls",
     "region",
+    "forward_auth",
 ];
 
 /// Where a configuration comes from.
