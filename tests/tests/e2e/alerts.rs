@@ -1,11 +1,15 @@
-//! The alert rules pass `promtool check rules` and their `promtool test rules` cases, and every
-//! dashboard query is valid PromQL (checked by promtool as a recording rule). promtool is a
+//! The alert rules pass `promtool check rules` and their `promtool test rules` cases, every
+//! dashboard query is valid PromQL (checked by promtool as a recording rule), and every runbook
+//! link of the alerts and the dashboard names a section of docs/OPERATING.md. promtool is a
 //! requirement of the test suite: without it these tests fail, they never skip.
 
 use std::path::Path;
 use std::process::{Command, Output};
 
 use crate::assets;
+
+/// Where the runbooks live: docs/OPERATING.md on the repository's main branch.
+const RUNBOOKS: &str = "https://github.com/sluice-rs/sluice/blob/main/docs/OPERATING.md";
 
 const INSTALL: &str = "promtool not found: install the Debian package `prometheus` \
     (apt-get install -y --no-install-recommends prometheus); the alert tests never skip";
@@ -76,6 +80,8 @@ fn promtool_rule_tests_pass_and_cover_every_alert() {
         "RateLimit429RateHigh",
         "RateLimitRedisP99High",
         "RateLimitFailOpenBurst",
+        "SluicedDown",
+        "RateLimitKeysEvicted",
     ] {
         assert!(
             alert_names.contains(&name),
@@ -148,4 +154,109 @@ fn substitute_variables(promql: &str) -> String {
     }
     out.push_str(rest);
     out
+}
+
+/// The anchor GitHub gives a Markdown heading: lower case, spaces as `-`, other punctuation
+/// dropped.
+fn github_anchor(heading: &str) -> String {
+    heading
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter_map(|c| match c {
+            ' ' => Some('-'),
+            c if c.is_alphanumeric() || c == '-' || c == '_' => Some(c),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The anchors of docs/OPERATING.md's headings.
+fn runbook_anchors() -> Vec<String> {
+    let text = std::fs::read_to_string(assets::root().join("docs/OPERATING.md")).unwrap();
+    text.lines()
+        .filter(|l| l.starts_with('#'))
+        .map(|l| github_anchor(l.trim_start_matches('#')))
+        .collect()
+}
+
+#[test]
+fn every_alert_links_its_own_runbook_section() {
+    let anchors = runbook_anchors();
+    let mut alerts = 0;
+    for path in assets::rule_files() {
+        let text = std::fs::read_to_string(&path).unwrap();
+        // The rules of the file, each from its `- alert:` line to the next rule.
+        let mut rules: Vec<(String, Vec<&str>)> = Vec::new();
+        for line in text.lines() {
+            let item = line.trim_start();
+            if let Some(name) = item.strip_prefix("- alert:") {
+                rules.push((name.trim().to_owned(), Vec::new()));
+            } else if item.starts_with("- record:") || item.starts_with("- name:") {
+                rules.push((String::new(), Vec::new()));
+            } else if let Some((_, body)) = rules.last_mut() {
+                body.push(item);
+            }
+        }
+        for (name, body) in rules.iter().filter(|(name, _)| !name.is_empty()) {
+            alerts += 1;
+            assert!(
+                !body.iter().any(|l| l.starts_with("runbook:")),
+                "{name}: a `runbook` annotation; the link goes in `runbook_url`"
+            );
+            let url = body
+                .iter()
+                .find_map(|l| l.strip_prefix("runbook_url:"))
+                .map(|v| v.trim().trim_matches(|c| c == '"' || c == '\''))
+                .unwrap_or_else(|| panic!("{name}: no runbook_url annotation"));
+            let want = format!("{RUNBOOKS}#{}", github_anchor(name));
+            assert_eq!(url, want, "{name}: runbook_url");
+            assert!(
+                anchors.contains(&github_anchor(name)),
+                "{name}: no heading `{name}` in docs/OPERATING.md"
+            );
+        }
+    }
+    assert!(alerts >= 10, "{alerts} alerts");
+}
+
+#[test]
+fn every_dashboard_link_to_the_runbooks_names_a_section() {
+    fn links<'a>(value: &'a serde_json::Value, out: &mut Vec<&'a str>) {
+        match value {
+            serde_json::Value::Object(map) => {
+                for (key, v) in map {
+                    match (key.as_str(), v) {
+                        ("url", serde_json::Value::String(url)) => out.push(url),
+                        _ => links(v, out),
+                    }
+                }
+            }
+            serde_json::Value::Array(items) => items.iter().for_each(|v| links(v, out)),
+            _ => {}
+        }
+    }
+    let anchors = runbook_anchors();
+    for (name, dashboard) in assets::dashboards() {
+        let top: Vec<&str> = dashboard["links"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|l| l["url"].as_str())
+            .collect();
+        assert!(
+            top.contains(&RUNBOOKS) && top.contains(&format!("{RUNBOOKS}#alerts").as_str()),
+            "{name}: the dashboard links {top:?}, want the guide and its alert runbooks"
+        );
+        let mut urls = Vec::new();
+        links(&dashboard, &mut urls);
+        for url in urls {
+            if let Some(anchor) = url.strip_prefix(RUNBOOKS).and_then(|r| r.strip_prefix('#')) {
+                assert!(
+                    anchors.iter().any(|a| a == anchor),
+                    "{name}: link {url} names no section of docs/OPERATING.md"
+                );
+            }
+        }
+    }
 }

@@ -1,6 +1,6 @@
 //! Reading the observability assets (`dashboards/*.json`, `alerts/*.yml`): their PromQL
-//! expressions and the metric names those expressions use. Shared by the drift guard
-//! (`drift.rs`) and the promtool checks (`alerts.rs`).
+//! expressions, the series selectors and metric names those expressions use, and the panels of
+//! the dashboards. Shared by the drift guard (`drift.rs`) and the promtool checks (`alerts.rs`).
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -43,15 +43,40 @@ pub struct Expr {
     pub promql: String,
 }
 
+/// Every dashboard: (file name, parsed JSON).
+pub fn dashboards() -> Vec<(String, serde_json::Value)> {
+    files("dashboards", ".json")
+        .into_iter()
+        .map(|path| {
+            let text = std::fs::read_to_string(&path).unwrap();
+            let json = serde_json::from_str(&text)
+                .unwrap_or_else(|err| panic!("{} is not JSON: {err}", path.display()));
+            (
+                path.file_name().unwrap().to_string_lossy().into_owned(),
+                json,
+            )
+        })
+        .collect()
+}
+
+/// Every panel of a dashboard, the panels nested in collapsed rows included.
+pub fn panels(dashboard: &serde_json::Value) -> Vec<&serde_json::Value> {
+    fn walk<'a>(list: Option<&'a serde_json::Value>, out: &mut Vec<&'a serde_json::Value>) {
+        for panel in list.and_then(|l| l.as_array()).into_iter().flatten() {
+            out.push(panel);
+            walk(panel.get("panels"), out);
+        }
+    }
+    let mut out = Vec::new();
+    walk(dashboard.get("panels"), &mut out);
+    out
+}
+
 /// Every panel query (`expr`) of every dashboard, and the metric of every `label_values(...)`
 /// template variable (as the expression `metric`).
 pub fn dashboard_exprs() -> Vec<Expr> {
     let mut out = Vec::new();
-    for path in files("dashboards", ".json") {
-        let text = std::fs::read_to_string(&path).unwrap();
-        let json: serde_json::Value = serde_json::from_str(&text)
-            .unwrap_or_else(|err| panic!("{} is not JSON: {err}", path.display()));
-        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+    for (name, json) in dashboards() {
         collect_exprs(&json, &name, &mut out);
     }
     out
@@ -162,12 +187,25 @@ const KEYWORDS: [&str; 8] = [
     "offset", "bool", "and", "or", "unless", "inf", "nan", "atan2",
 ];
 
-/// The metric names a PromQL expression selects. Strings, label matchers, ranges, Grafana
-/// variables, function names, aggregation and grouping clauses are skipped; every other
-/// identifier is a metric name.
+/// The metric names a PromQL expression selects.
 pub fn metric_names(promql: &str) -> BTreeSet<String> {
+    selectors(promql).into_iter().map(|s| s.metric).collect()
+}
+
+/// A series selector of a PromQL expression: `metric{matchers}`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Selector {
+    pub metric: String,
+    /// The label matchers as (label, operator, value), the value unquoted.
+    pub matchers: Vec<(String, String, String)>,
+}
+
+/// The series selectors of a PromQL expression, in order. Strings, ranges, Grafana variables,
+/// function names, aggregation and grouping clauses are skipped; every other identifier is a
+/// metric name, with the label matchers that follow it.
+pub fn selectors(promql: &str) -> Vec<Selector> {
     let chars: Vec<char> = promql.chars().collect();
-    let mut names = BTreeSet::new();
+    let mut found = Vec::new();
     let mut i = 0;
     let is_start = |c: char| c.is_ascii_alphabetic() || c == '_' || c == ':';
     let is_part = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == ':';
@@ -218,13 +256,61 @@ pub fn metric_names(promql: &str) -> BTreeSet<String> {
                 {
                     // A function, an aggregation (its clause may come first) or a keyword.
                 } else {
-                    names.insert(ident);
+                    let mut matchers = Vec::new();
+                    if chars.get(next) == Some(&'{') {
+                        i = skip_until(&chars, next, '}');
+                        let inner: String = chars[next + 1..i - 1].iter().collect();
+                        matchers = label_matchers(&inner);
+                    }
+                    found.push(Selector {
+                        metric: ident,
+                        matchers,
+                    });
                 }
             }
             _ => i += 1,
         }
     }
-    names
+    found
+}
+
+/// `a="x", b=~"y"` as (label, operator, value) triples; the values keep their escapes.
+fn label_matchers(text: &str) -> Vec<(String, String, String)> {
+    let chars: Vec<char> = text.chars().collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < chars.len() {
+        let start = i;
+        while i < chars.len() && !matches!(chars[i], '=' | '!' | '~') {
+            i += 1;
+        }
+        let label: String = chars[start..i].iter().collect();
+        let op_start = i;
+        while i < chars.len() && matches!(chars[i], '=' | '!' | '~') {
+            i += 1;
+        }
+        let op: String = chars[op_start..i].iter().collect();
+        while i < chars.len() && chars[i].is_whitespace() {
+            i += 1;
+        }
+        let value = if i < chars.len() && matches!(chars[i], '"' | '\'' | '`') {
+            let end = skip_string(&chars, i);
+            let value: String = chars[i + 1..end.saturating_sub(1).max(i + 1)]
+                .iter()
+                .collect();
+            i = end;
+            value
+        } else {
+            String::new()
+        };
+        while i < chars.len() && (chars[i].is_whitespace() || chars[i] == ',') {
+            i += 1;
+        }
+        if !label.trim().is_empty() {
+            out.push((label.trim().to_owned(), op, value));
+        }
+    }
+    out
 }
 
 /// The index just past the string starting at `start`.
@@ -252,6 +338,26 @@ fn skip_until(chars: &[char], start: usize, close: char) -> usize {
         }
     }
     i
+}
+
+#[test]
+fn selectors_carry_their_label_matchers() {
+    let found = selectors(
+        r#"sum(rate(a_total{job=~"$job", instance =~ "$instance",status!="x,y"}[5m])) / b{} and on (job) c"#,
+    );
+    let pairs = |s: &Selector| -> Vec<String> {
+        s.matchers
+            .iter()
+            .map(|(l, op, v)| format!("{l}{op}{v}"))
+            .collect()
+    };
+    let metrics: Vec<&str> = found.iter().map(|s| s.metric.as_str()).collect();
+    assert_eq!(metrics, ["a_total", "b", "c"]);
+    assert_eq!(
+        pairs(&found[0]),
+        ["job=~$job", "instance=~$instance", "status!=x,y"]
+    );
+    assert!(found[1].matchers.is_empty() && found[2].matchers.is_empty());
 }
 
 #[test]

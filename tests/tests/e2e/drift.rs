@@ -10,6 +10,9 @@ use sluice_tests::{Daemon, req};
 
 use crate::assets::{self, Expr};
 
+/// How every panel and query of a dashboard names its Prometheus: the `datasource` variable.
+const DATASOURCE: &str = "${datasource}";
+
 /// The documented metric table: (name, type). Counters are exported as `<name>` samples too, since
 /// every documented counter name already ends in `_total`.
 const DOCUMENTED_METRICS: [(&str, &str); 16] = [
@@ -94,11 +97,14 @@ fn exported(text: &str) -> (BTreeMap<String, String>, BTreeSet<String>) {
     (families, samples)
 }
 
+/// Series Prometheus writes itself for every scrape target, not exported by sluiced.
+const SCRAPE_SERIES: [&str; 1] = ["up"];
+
 fn missing(exprs: &[Expr], samples: &BTreeSet<String>) -> Vec<String> {
     let mut out = Vec::new();
     for expr in exprs {
         for name in assets::metric_names(&expr.promql) {
-            if !samples.contains(&name) {
+            if !samples.contains(&name) && !SCRAPE_SERIES.contains(&name.as_str()) {
                 out.push(format!("{}: {name} in `{}`", expr.origin, expr.promql));
             }
         }
@@ -214,4 +220,83 @@ window = "1h"
     assert!(tracked <= 16, "{tracked} keys tracked");
     assert_eq!(evicted, 200 - tracked, "{text}");
     assert_eq!(sample(r#"rate_limit_evictions_total{policy="idle"}"#), 0);
+}
+
+/// Every panel and query of every dashboard uses the `datasource` variable, and every series a
+/// panel selects is scoped by the `job` and `instance` variables: a dashboard imported next to
+/// other sluiced fleets (or with a second Prometheus) shows only what was picked.
+#[test]
+fn every_dashboard_query_follows_the_datasource_job_and_instance_variables() {
+    let uses_datasource_variable = |value: Option<&serde_json::Value>| {
+        value.is_some_and(|ds| {
+            ds.get("type").and_then(|t| t.as_str()) == Some("prometheus")
+                && ds.get("uid").and_then(|u| u.as_str()) == Some(DATASOURCE)
+        })
+    };
+    let dashboards = assets::dashboards();
+    assert!(!dashboards.is_empty(), "no dashboards");
+    for (name, dashboard) in &dashboards {
+        let variables = dashboard["templating"]["list"].as_array().unwrap();
+        let variable = |var: &str| {
+            variables
+                .iter()
+                .find(|v| v["name"] == var)
+                .unwrap_or_else(|| panic!("{name}: no template variable {var}"))
+        };
+        let datasource = variable("datasource");
+        assert_eq!(
+            (datasource["type"].as_str(), datasource["query"].as_str()),
+            (Some("datasource"), Some("prometheus")),
+            "{name}: the datasource variable"
+        );
+        for var in ["job", "instance"] {
+            let query = variable(var)["query"].as_str().unwrap_or_default();
+            assert!(
+                query.starts_with("label_values(") && query.ends_with(&format!(", {var})")),
+                "{name}: the {var} variable is `{query}`, want label_values(..., {var})"
+            );
+        }
+        for v in variables.iter().filter(|v| v["type"] == "query") {
+            assert!(
+                uses_datasource_variable(v.get("datasource")),
+                "{name}: variable {} does not query {DATASOURCE}",
+                v["name"]
+            );
+        }
+
+        let mut queries = 0;
+        for panel in assets::panels(dashboard) {
+            let title = panel["title"].as_str().unwrap_or("?");
+            let Some(targets) = panel.get("targets").and_then(|t| t.as_array()) else {
+                continue;
+            };
+            assert!(
+                uses_datasource_variable(panel.get("datasource")),
+                "{name}: panel {title:?} does not use {DATASOURCE}"
+            );
+            for target in targets {
+                assert!(
+                    uses_datasource_variable(target.get("datasource")),
+                    "{name}: a query of panel {title:?} does not use {DATASOURCE}"
+                );
+                let expr = target["expr"].as_str().unwrap_or_default();
+                let selectors = assets::selectors(expr);
+                assert!(!selectors.is_empty(), "{name}: {title:?} selects nothing");
+                for selector in selectors {
+                    for (label, var) in [("job", "$job"), ("instance", "$instance")] {
+                        assert!(
+                            selector
+                                .matchers
+                                .iter()
+                                .any(|(l, op, v)| l == label && op == "=~" && v == var),
+                            "{name}: panel {title:?} selects {} without {label}=~\"{var}\" in `{expr}`",
+                            selector.metric
+                        );
+                    }
+                    queries += 1;
+                }
+            }
+        }
+        assert!(queries >= 20, "{name}: {queries} series selectors");
+    }
 }
