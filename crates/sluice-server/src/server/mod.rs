@@ -77,45 +77,21 @@ pub async fn serve_until(
     let router = http::router(app.clone());
     let mut tasks = tokio::task::JoinSet::new();
     let mut sockets = Vec::new();
+    // Every HTTP listener: one accept loop each, behind the one gate.
+    let http_loop = HttpLoop {
+        gate: &gate,
+        stop: &stop,
+        limits,
+    };
     if let Some(unix) = listeners.unix {
         sockets.extend(unix.created_file());
-        let serving = accept::serve_listener(
-            unix.listener,
-            gate.clone(),
-            HTTP_OVERLOADED,
-            stop.clone(),
-            connection::Http::new(router.clone(), limits),
-        );
-        tasks.spawn(async move {
-            serving.await;
-            Ok(())
-        });
+        tasks.spawn(http_loop.serve(unix.listener, router.clone()));
     }
     if let Some(tcp) = listeners.http {
-        let serving = accept::serve_listener(
-            tcp,
-            gate.clone(),
-            HTTP_OVERLOADED,
-            stop.clone(),
-            connection::Http::new(router.clone(), limits),
-        );
-        tasks.spawn(async move {
-            serving.await;
-            Ok(())
-        });
+        tasks.spawn(http_loop.serve(tcp, router.clone()));
     }
     if let Some(tcp) = listeners.metrics {
-        let serving = accept::serve_listener(
-            tcp,
-            gate.clone(),
-            HTTP_OVERLOADED,
-            stop.clone(),
-            connection::Http::new(http::metrics_router(app.clone()), limits),
-        );
-        tasks.spawn(async move {
-            serving.await;
-            Ok(())
-        });
+        tasks.spawn(http_loop.serve(tcp, http::metrics_router(app.clone())));
     }
     if let Some(tcp) = listeners.grpc {
         let server = crate::rls::serve(app.clone(), tcp, stop.clone().into_wait());
@@ -182,6 +158,36 @@ async fn housekeep(app: App, stop: impl Future<Output = ()>) {
                     .metrics()
                     .record_store(limiter.store().as_ref(), limiter.policies().names());
             }
+        }
+    }
+}
+
+/// What every HTTP listener's accept loop shares: the connection gate, the stop signal and
+/// the connection limits.
+#[derive(Clone, Copy)]
+struct HttpLoop<'a> {
+    gate: &'a ConnectionGate,
+    stop: &'a Stop,
+    limits: ConnectionSettings,
+}
+
+impl HttpLoop<'_> {
+    /// The accept loop of `listener`, serving `router`, as a listener task.
+    fn serve<L: accept::Accept>(
+        self,
+        listener: L,
+        router: axum::Router,
+    ) -> impl Future<Output = io::Result<()>> + Send + 'static {
+        let serving = accept::serve_listener(
+            listener,
+            self.gate.clone(),
+            HTTP_OVERLOADED,
+            self.stop.clone(),
+            connection::Http::new(router, self.limits),
+        );
+        async move {
+            serving.await;
+            Ok(())
         }
     }
 }
