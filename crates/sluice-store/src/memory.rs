@@ -880,6 +880,7 @@ mod tests {
                 regained.push((algorithm.as_str(), flood_policy, back));
             }
         }
+        println!("exhausted keys (of 50) back after a 7000-key flood: {regained:?}");
         assert!(
             regained.iter().all(|&(_, _, back)| back == 0),
             "exhausted keys (of 50) that got their quota back: {regained:?}"
