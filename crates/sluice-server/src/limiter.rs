@@ -1,8 +1,7 @@
 //! The one place that calls the store. It turns a request into a [`Check`] (policy, tier,
 //! cost), bounds remote backends by `backend.timeout`, maps backend failures to the policy's
 //! fail mode, applies shadow mode and records the decision metrics and the trace: the
-//! `ratelimit.check` span of a check and, in [`Limiter::call_store`] /
-//! [`Limiter::call_store_all`], the child span and the `rate_limit_redis_duration_seconds`
+//! `ratelimit.check` span of a check and, in [`Limiter::call_store`], the child span and the `rate_limit_redis_duration_seconds`
 //! timing of every backend call. Backends themselves hold no observability code.
 
 use std::sync::Arc;
@@ -22,6 +21,14 @@ use crate::top::TopKeys;
 
 /// The `op` of a batch call in `rate_limit_redis_duration_seconds`.
 const BATCH_OP: &str = "batch";
+
+/// Whether checks came as one check or as a batch (which names its fields `checks[i].…`
+/// and lists its policies on the span).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Shape {
+    One,
+    Batch,
+}
 
 /// Where a scope's checks go: the store, the bound on its calls, its `backend` timing label.
 type Route<'a> = (&'a dyn Store, Option<Duration>, Option<&'static str>);
@@ -221,35 +228,10 @@ impl Limiter {
         now_ms: u64,
         parent: &TraceParent,
     ) -> Result<Verdict, LimitError> {
-        // A guard, not a clone of the set's `Arc`: no reference count shared by every thread
-        // is written. The resolved check holds what it needs; the guard ends here.
-        let resolved = self.resolve(&self.policies.load(), input, None)?;
-        let span = telemetry::check_span(parent);
-        span.record("ratelimit.policy", &*resolved.policy.name);
-        span.record("ratelimit.backend", self.store.kind().as_str());
-        let started = Instant::now();
-        let result = self
-            .call_store(&resolved.check, resolved.policy.scope, now_ms, &span)
-            .await;
-        let verdict = match result {
-            Ok(decision) => self.verdict(resolved, decision, now_ms, started),
-            Err(err) => match self.failed(vec![resolved], &err, now_ms, started) {
-                Ok(mut verdicts) => match verdicts.pop() {
-                    Some(verdict) => verdict,
-                    None => return Err(LimitError::BackendUnavailable),
-                },
-                Err(refused) => {
-                    span.record("ratelimit.allowed", false);
-                    span.record("otel.status_code", "ERROR");
-                    return Err(refused);
-                }
-            },
-        };
-        span.record("ratelimit.allowed", verdict.allowed);
-        if verdict.degraded {
-            span.record("ratelimit.degraded", true);
-        }
-        Ok(verdict)
+        let mut verdicts = self
+            .decide_traced(std::slice::from_ref(input), Shape::One, now_ms, parent)
+            .await?;
+        verdicts.pop().ok_or(LimitError::BackendUnavailable)
     }
 
     /// Decides a batch all-or-nothing at `now_ms`, starting a trace if it is sampled.
@@ -270,18 +252,36 @@ impl Limiter {
         now_ms: u64,
         parent: &TraceParent,
     ) -> Result<Vec<Verdict>, LimitError> {
+        self.decide_traced(inputs, Shape::Batch, now_ms, parent)
+            .await
+    }
+
+    /// The one path of every check, single or batch: decide under a `ratelimit.check` span
+    /// and record the outcome on it.
+    async fn decide_traced(
+        &self,
+        inputs: &[CheckInput<'_>],
+        shape: Shape,
+        now_ms: u64,
+        parent: &TraceParent,
+    ) -> Result<Vec<Verdict>, LimitError> {
         let span = telemetry::check_span(parent);
-        let result = self.decide_batch(inputs, now_ms, &span).await;
+        let result = self.decide(inputs, shape, now_ms, &span).await;
         if !span.is_disabled() {
             span.record("ratelimit.backend", self.store.kind().as_str());
-            span.record(
-                "ratelimit.checks",
-                i64::try_from(inputs.len()).unwrap_or(i64::MAX),
-            );
-            let mut names: Vec<&str> = inputs.iter().map(|i| i.policy).collect();
-            names.sort_unstable();
-            names.dedup();
-            span.record("ratelimit.policy", names.join(",").as_str());
+            match inputs {
+                [one] if shape == Shape::One => span.record("ratelimit.policy", one.policy),
+                _ => {
+                    span.record(
+                        "ratelimit.checks",
+                        i64::try_from(inputs.len()).unwrap_or(i64::MAX),
+                    );
+                    let mut names: Vec<&str> = inputs.iter().map(|i| i.policy).collect();
+                    names.sort_unstable();
+                    names.dedup();
+                    span.record("ratelimit.policy", names.join(",").as_str())
+                }
+            };
             match &result {
                 Ok(verdicts) => {
                     span.record("ratelimit.allowed", verdicts.iter().all(|v| v.allowed));
@@ -299,9 +299,12 @@ impl Limiter {
         result
     }
 
-    async fn decide_batch(
+    /// Resolves `inputs`, decides them in one store call (all-or-nothing for a batch) and
+    /// turns the decisions, or the store's failure, into verdicts.
+    async fn decide(
         &self,
         inputs: &[CheckInput<'_>],
+        shape: Shape,
         now_ms: u64,
         span: &Span,
     ) -> Result<Vec<Verdict>, LimitError> {
@@ -316,9 +319,12 @@ impl Limiter {
         }
         let mut resolved = Vec::with_capacity(inputs.len());
         {
+            // A guard, not a clone of the set's `Arc`: no reference count shared by every
+            // thread is written. The resolved checks hold what they need.
             let policies = self.policies.load();
             for (i, input) in inputs.iter().enumerate() {
-                resolved.push(self.resolve(&policies, input, Some(i))?);
+                let at = (shape == Shape::Batch).then_some(i);
+                resolved.push(self.resolve(&policies, input, at)?);
             }
         }
         let scope = resolved[0].policy.scope;
@@ -345,8 +351,7 @@ impl Limiter {
             }
         }
         let started = Instant::now();
-        let checks: Vec<Check<'_>> = resolved.iter().map(|r| r.check).collect();
-        let mut decisions = match self.call_store_all(&checks, scope, now_ms, span).await {
+        let mut decisions = match self.call_store(&resolved, shape, scope, now_ms, span).await {
             Ok(decisions) => decisions,
             Err(err) => return self.failed(resolved, &err, now_ms, started),
         };
@@ -431,25 +436,32 @@ impl Limiter {
         })
     }
 
-    /// The store call of one check, under its own span and, on Redis, timed.
+    /// The store call of `resolved`, under its own span and, on Redis, timed: one check under
+    /// the `op` of its algorithm (on the memory store without a wait), a batch as one call.
     async fn call_store(
         &self,
-        check: &Check<'_>,
+        resolved: &[Resolved<'_>],
+        shape: Shape,
         scope: Scope,
         now_ms: u64,
         span: &Span,
-    ) -> Result<Decision, StoreError> {
+    ) -> Result<Vec<Decision>, StoreError> {
+        let ([one], Shape::One) = (resolved, shape) else {
+            let checks: Vec<Check<'_>> = resolved.iter().map(|r| r.check).collect();
+            return self.call_store_all(&checks, scope, now_ms, span).await;
+        };
+        let check = &one.check;
         let (store, timeout, redis) = self.route(scope)?;
         let op = check.params.algorithm.as_str();
         let child = telemetry::backend_span(span, store.kind().as_str(), op);
         if let Some(result) = store.check_now(check, now_ms) {
             self.backend_call_done(&child, redis, op, None, result.as_ref().err());
-            return result;
+            return result.map(|decision| vec![decision]);
         }
         let started = redis.map(|_| Instant::now());
         let result = within(timeout, store.check(check, now_ms)).await;
         self.backend_call_done(&child, redis, op, started, result.as_ref().err());
-        result
+        result.map(|decision| vec![decision])
     }
 
     /// The store call of a batch, under its own span and, on Redis, timed.
