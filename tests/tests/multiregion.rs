@@ -8,7 +8,9 @@
 //! - a partition of one link mid-run: checks keep answering at local latency, and after the
 //!   heal both Redis servers hold exactly what each region admitted (nothing lost, nothing
 //!   counted twice);
-//! - `scope = "global"`: exact across regions, paying the round trip.
+//! - `scope = "global"`: exact across regions, paying the round trip;
+//! - a replicated policy's headers: `X-RateLimit-Remaining` is the limit minus both regions'
+//!   use, and a denial by the cap on unacknowledged consumption says `Retry-After: 1`.
 
 #![allow(clippy::unwrap_used)]
 
@@ -20,7 +22,7 @@ use sluice_core::Algorithm;
 use sluice_store::keys;
 use sluice_testkit::{Partition, RedisServer};
 use sluice_tests::region::{World, now_ms, sleep_until};
-use sluice_tests::{Daemon, req};
+use sluice_tests::{Daemon, req, req_cost};
 
 const WINDOW_MS: u64 = 5_000;
 const LIMIT: u64 = 1_000;
@@ -296,4 +298,72 @@ async fn global_scope_is_exact_across_regions_and_pays_the_round_trip() {
     assert_eq!(refused.status, 400);
     let body = String::from_utf8(refused.body.to_vec()).unwrap();
     assert!(body.contains("cannot mix scopes"), "{body}");
+}
+
+/// A replicated policy's answers, through the HTTP API: `X-RateLimit-Remaining` is the limit
+/// minus what both regions used (not the momentary cap of 5 000 unacknowledged), the cap still
+/// denies, and that 429's `Retry-After` is the short wait for acknowledgements.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicated_answers_report_every_regions_use_and_a_cap_denial_retries_soon() {
+    const HOUR_MS: u64 = 3_600_000;
+    let policies = r#"
+[policies.paced]
+algorithm = "fixed_window"
+limit = 100000
+window = "1h"
+scope = "replicated"
+sync_interval = "100ms"
+overshoot_budget = 0.05
+fail = "closed"
+"#;
+    // The whole test in one window: not within 30 s of an hour's end.
+    if now_ms() % HOUR_MS > HOUR_MS - 30_000 {
+        sleep_until(now_ms() / HOUR_MS * HOUR_MS + HOUR_MS + 10).await;
+    }
+    let w = World::start(policies, ONE_WAY).await;
+    let (a, b) = (w.a.unix(), w.b.unix());
+    let remaining = |out: &sluice_client::CheckOutcome| -> u64 {
+        sluice_tests::header(&out.headers, "x-ratelimit-remaining")
+            .parse()
+            .unwrap()
+    };
+    let spent_a = a.check(&req_cost("paced", "k", 40)).await.unwrap();
+    assert_eq!((spent_a.status, remaining(&spent_a)), (200, 100_000 - 40));
+    let spent_b = b.check(&req_cost("paced", "k", 30)).await.unwrap();
+    assert_eq!((spent_b.status, remaining(&spent_b)), (200, 100_000 - 30));
+
+    // Both deliveries land and b acknowledges a's 40 (generous bound: the link is 50 ms).
+    let window = keys::window_key(
+        "rl",
+        "paced",
+        "k",
+        Algorithm::FixedWindow,
+        HOUR_MS,
+        now_ms() / HOUR_MS,
+    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let peek = a.check(&req_cost("paced", "k", 0)).await.unwrap();
+        let acked = w.ra.cli(&["HGET", &window, "a:b"]);
+        if remaining(&peek) == 100_000 - 70 && acked == "40" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "not delivered: {acked:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let peek_b = b.check(&req_cost("paced", "k", 0)).await.unwrap();
+    assert_eq!(remaining(&peek_b), 99_930);
+
+    // No acknowledgement can come back now (the link drops everything, so a delivery waits
+    // for its 3 s timeout): a may hold 5 000 unacknowledged.
+    w.ab.partition(Partition::Drop);
+    let within_cap = a.check(&req_cost("paced", "k", 4_960)).await.unwrap();
+    assert_eq!(within_cap.status, 200);
+    assert_eq!(remaining(&within_cap), 99_930 - 4_960);
+    let over_cap = a.check(&req_cost("paced", "k", 100)).await.unwrap();
+    assert_eq!(over_cap.status, 429);
+    assert_eq!(remaining(&over_cap), 99_930 - 4_960);
+    assert_eq!(sluice_tests::header(&over_cap.headers, "retry-after"), "1");
+    assert_eq!(over_cap.body.remaining, 99_930 - 4_960);
+    w.ab.heal();
 }

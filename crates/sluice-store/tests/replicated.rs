@@ -125,10 +125,12 @@ async fn unacknowledged_consumption_is_capped_by_the_budget() {
     let clock = move || now;
     let c = check("p", "cap", 100, 1);
     assert_eq!(admit(&a, &c, 8, now).await, 5);
+    // Denied by the cap, not the limit: what is left of the limit, and the wait for an
+    // acknowledgement (one sync interval), not the window's end.
     let denied = a.check(&c, now).await.unwrap();
     assert!(!denied.allowed);
-    assert_eq!(denied.remaining, 0);
-    assert!(denied.retry_after_ms > 0 && denied.retry_after_ms <= 100);
+    assert_eq!(denied.remaining, 95);
+    assert_eq!(denied.retry_after_ms, 100);
     a.flush(0, &clock).await; // not due yet: nothing shipped
     assert_eq!(a.pending()[0].1, 1);
     let later = now + 100;
@@ -146,6 +148,47 @@ async fn unacknowledged_consumption_is_capped_by_the_budget() {
     assert_eq!(admit(&a, &s, 6, now).await, 5);
     let next_window = T0 + WINDOW + 10;
     assert_eq!(admit(&a, &s, 1, next_window).await, 0);
+}
+
+#[tokio::test]
+async fn remaining_is_the_limit_minus_what_every_region_used_and_the_cap_still_gates() {
+    let (ra, rb) = (RedisServer::start(), RedisServer::start());
+    // limit 100 000, budget 0.05, two regions: a cap of 5 000 unacknowledged per region.
+    let a = region("a", &ra, ("b", rb.url()), 0.05);
+    let b = region("b", &rb, ("a", ra.url()), 0.05);
+    let now = T0 + 60;
+    let clock = move || now;
+    let c = check("p", "seventy", 100_000, 1);
+    assert_eq!(admit(&a, &c, 40, now).await, 40);
+    assert_eq!(admit(&b, &c, 30, now).await, 30);
+    // Before any delivery each region knows its own use only.
+    let peek = check("p", "seventy", 100_000, 0);
+    assert_eq!(a.check(&peek, now).await.unwrap().remaining, 100_000 - 40);
+    assert_eq!(a.flush_all(0, &clock).await.delivered, 1);
+    assert_eq!(b.flush_all(0, &clock).await.delivered, 1);
+    // 70 used in all: 99 930 left, on either side, after a check as on a peek.
+    assert_eq!(a.check(&peek, now).await.unwrap().remaining, 99_930);
+    let next = a.check(&c, now).await.unwrap();
+    assert!(next.allowed);
+    assert_eq!(next.remaining, 99_929);
+    assert_eq!(b.check(&peek, now).await.unwrap().remaining, 99_930);
+    // The cap still gates: a region alone admits at most 5 000 unacknowledged, and the
+    // denial says to come back after a sync interval.
+    let big = check("p", "seventy", 100_000, 4_000);
+    assert!(b.check(&big, now).await.unwrap().allowed);
+    let over_cap = b.check(&big, now).await.unwrap();
+    assert!(!over_cap.allowed);
+    // (b has not yet heard of a's 71st.)
+    assert_eq!(over_cap.remaining, 100_000 - 70 - 4_000);
+    assert_eq!(over_cap.retry_after_ms, 100);
+    // Once the limit itself is spent (a small one here), the wait is the window's end and
+    // nothing is left.
+    let small = check("p", "small", 10, 1);
+    let b1 = region("b", &rb, ("a", ra.url()), 1.0);
+    assert_eq!(admit(&b1, &small, 12, now).await, 10);
+    let spent = b1.check(&small, now).await.unwrap();
+    assert_eq!((spent.allowed, spent.remaining), (false, 0));
+    assert_eq!(spent.retry_after_ms, WINDOW - now % WINDOW);
 }
 
 #[tokio::test]

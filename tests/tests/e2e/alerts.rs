@@ -7,6 +7,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 use crate::assets;
+use crate::docs::github_anchor;
 
 /// Where the runbooks live: docs/OPERATING.md on the repository's main branch.
 const RUNBOOKS: &str = "https://github.com/sluice-rs/sluice/blob/main/docs/OPERATING.md";
@@ -154,21 +155,6 @@ fn substitute_variables(promql: &str) -> String {
     }
     out.push_str(rest);
     out
-}
-
-/// The anchor GitHub gives a Markdown heading: lower case, spaces as `-`, other punctuation
-/// dropped.
-fn github_anchor(heading: &str) -> String {
-    heading
-        .trim()
-        .to_lowercase()
-        .chars()
-        .filter_map(|c| match c {
-            ' ' => Some('-'),
-            c if c.is_alphanumeric() || c == '-' || c == '_' => Some(c),
-            _ => None,
-        })
-        .collect()
 }
 
 /// The anchors of docs/OPERATING.md's headings.

@@ -10,6 +10,7 @@ mod backends;
 mod batch;
 mod boundary;
 mod caddy;
+mod docs;
 mod drift;
 mod envoy;
 mod errors;

@@ -2,6 +2,7 @@
 //! `examples/nginx/nginx.conf` file as it is, with the test's socket and free loopback ports
 //! in place of the example's, and the default policies of `examples/sluice.toml`.
 
+use sluice_api::{CheckResponse, Problem};
 use sluice_client::Client;
 use sluice_testkit::{Nginx, free_port};
 use sluice_tests::{Upstream, header, replace_once, repo_file};
@@ -43,14 +44,31 @@ async fn through_nginx_the_limit_holds_against_rotating_ids_and_the_headers_reac
     };
     let passed = rotating_ids(&proxied, 0, 150).await;
     assert_eq!(passed, LIMIT, "150 requests with rotating ids");
-    // The 429 is nginx's own page, built from sluiced's headers.
+    // The 429 is nginx's own page (auth_request drops sluiced's body), built from sluiced's
+    // headers into the check API's problem document: the very body of a denial.
     let denied = get(&client, &[]).await;
     assert_eq!(denied.status, 429, "{}", nginx.log());
     assert_eq!(header(&denied.headers, "ratelimit"), "\"public\";r=0;t=1");
-    let body: serde_json::Value = serde_json::from_slice(&denied.body).unwrap();
     assert_eq!(
-        (body["remaining"].as_u64(), body["retry_after"].as_u64()),
-        (Some(0), Some(1)),
-        "{body}"
+        header(&denied.headers, "content-type"),
+        "application/problem+json"
+    );
+    let number = |name: &str| -> u64 { header(&denied.headers, name).parse().unwrap() };
+    let check_api_denial = CheckResponse {
+        allowed: false,
+        policy: "public".into(),
+        limit: number("x-ratelimit-limit"),
+        remaining: 0,
+        reset: number("x-ratelimit-reset"),
+        retry_after: Some(number("retry-after")),
+        delay_ms: 0,
+        degraded: false,
+        problem: Some(Problem::quota_exceeded(vec!["public".into()])),
+    };
+    let body: serde_json::Value = serde_json::from_slice(&denied.body).unwrap();
+    assert_eq!(body, serde_json::to_value(&check_api_denial).unwrap());
+    assert_eq!(
+        (body["limit"].as_u64(), body["retry_after"].as_u64()),
+        (Some(LIMIT), Some(1))
     );
 }

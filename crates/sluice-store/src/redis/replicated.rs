@@ -24,7 +24,10 @@
 //! consumption but its unacknowledged part, so `admitted ≤ limit + (regions − 1) · cap ≤
 //! (1 + overshoot_budget) · limit`, whatever the load or the latency (a single check costing
 //! more than the cap passes only with nothing unacknowledged, so with such costs the bound is
-//! `limit + (regions − 1) · max(cap, cost)`). The price is throughput
+//! `limit + (regions − 1) · max(cap, cost)`). The cap only gates: a decision's `remaining` is
+//! the limit minus every region's consumption this region holds, and a check only the cap
+//! denies is told to retry after one `sync_interval` (when acknowledgements free the cap),
+//! not at the window's end. The price is throughput
 //! under latency: a region can have at most `cap` in flight per acknowledgement round trip
 //! (`sync_interval` + link RTT), which [`check_budget`] requires to cover the policy's rate.
 //!

@@ -8,7 +8,11 @@
 -- A region's view of a window is the sum of the 'r:' fields. Its unacknowledged consumption
 -- (own total minus the lowest acknowledgement, current and previous window) may not exceed
 -- `cap` (a single check above the cap passes only with nothing unacknowledged): this is what
--- bounds the overshoot whatever the load and the link latency.
+-- bounds the overshoot whatever the load and the link latency. The cap only gates admission:
+-- `remaining` is what every region left of the limit (limit minus the sum), so a client
+-- pacing itself by it is paced by the limit, and a check only the cap denies is told to retry
+-- after the retry hint (about one sync interval, when acknowledgements free the cap) instead of
+-- at the window's end.
 --
 -- KEYS = per check: the hash of its current window, the hash of the previous window.
 -- ARGV = now_ms, n, ttl grace ms, own field ('r:<region>'), number of peers p, the p ack
@@ -85,8 +89,8 @@ for i = 1, n do
     unacked = unacked + math.max(prev.own - prev.ack, 0)
   end
   local used = swc_used(current, previous, now - start, w)
-  local function room(u, un)
-    return math.max(math.min(limit - u, cap - un), 0)
+  local function left(u)
+    return math.max(limit - u, 0)
   end
   local function reset_of(c)
     if mode == 1 then
@@ -96,7 +100,7 @@ for i = 1, n do
     end
     return window_end
   end
-  local peek_remaining = room(used, unacked)
+  local peek_remaining = left(used)
   local peek_reset = reset_of(current)
   local fits = used + cost <= limit
   -- A check costing more than the cap passes when nothing is unacknowledged, or it never would.
@@ -106,7 +110,6 @@ for i = 1, n do
     cur.add = cur.add + cost
     current = current + cost
     used = used + cost
-    unacked = unacked + cost
   elseif not fits then
     if mode == 1 then
       retry = swc_retry(start, w, current, previous, limit, cost, now)
@@ -119,7 +122,7 @@ for i = 1, n do
   if not allowed then
     out[1] = 0
   end
-  checks[i] = { allowed and 1 or 0, room(used, unacked), reset_of(current), retry, 0,
+  checks[i] = { allowed and 1 or 0, left(used), reset_of(current), retry, 0,
     peek_remaining, peek_reset, index, KEYS[k - 2] }
 end
 
