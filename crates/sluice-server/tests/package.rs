@@ -94,7 +94,7 @@ fn build(cargo: &str) -> Package {
 
     let version = env!("CARGO_PKG_VERSION");
     let arch = stdout(Command::new("dpkg").arg("--print-architecture"));
-    let deb = out_dir.join(format!("sluice_{version}-1_{}.deb", arch.trim()));
+    let deb = out_dir.join(format!("sluice_{version}_{}.deb", arch.trim()));
     assert!(deb.exists(), "no {} after:\n{}", deb.display(), text(&out));
     let tree = out_dir.join("tree");
     stdout(Command::new("dpkg-deb").arg("-x").arg(&deb).arg(&tree));
