@@ -10,19 +10,22 @@ local function int(x)
   return string.format('%d', x)
 end
 
--- The numbers of a state string 'a:b[:c]', or nil when absent or not `n` numbers.
+-- The numbers of a state string 'a:b' or 'a:b:c' (n = 2 or 3), or nil when absent or not
+-- `n` numbers. One anchored match, not a loop: this runs once per check and is most of a
+-- script's own work after the GET and SET.
+local STATE_PATTERNS = { [2] = '^(%d+):(%d+)$', [3] = '^(%d+):(%d+):(%d+)$' }
 local function parse(raw, n)
   if not raw then
     return nil
   end
-  local t = {}
-  for d in string.gmatch(raw, '%d+') do
-    t[#t + 1] = tonumber(d)
-  end
-  if #t ~= n then
+  local a, b, c = string.match(raw, STATE_PATTERNS[n])
+  if not a then
     return nil
   end
-  return t
+  if n == 2 then
+    return { tonumber(a), tonumber(b) }
+  end
+  return { tonumber(a), tonumber(b), tonumber(c) }
 end
 
 -- The key of state `k` of this call, its raw value, and its `n` numbers (nil when absent).
@@ -47,11 +50,13 @@ local function store(key, raw, keep, fields, expires, now)
     end
     return
   end
-  local parts = {}
-  for i, f in ipairs(fields) do
-    parts[i] = int(f)
+  -- One format call per state: states hold 2 or 3 numbers.
+  local value
+  if #fields == 2 then
+    value = string.format('%d:%d', fields[1], fields[2])
+  else
+    value = string.format('%d:%d:%d', fields[1], fields[2], fields[3])
   end
-  local value = table.concat(parts, ':')
   if value ~= raw then
     redis.call('SET', key, value, 'PX', int(ttl))
   end
