@@ -34,7 +34,7 @@ enum Shape {
 type Route<'a> = (&'a dyn Store, Option<Duration>, Option<&'static str>);
 
 /// One check as the edge parsed it (borrowed from the request body).
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CheckInput<'a> {
     pub policy: &'a str,
     pub key: &'a str,
@@ -232,6 +232,41 @@ impl Limiter {
             .decide_traced(std::slice::from_ref(input), Shape::One, now_ms, parent)
             .await?;
         verdicts.pop().ok_or(LimitError::BackendUnavailable)
+    }
+
+    /// Decides `check` on this region's store outside every policy, for a caller that names
+    /// the limit itself (redis-cell's `CL.THROTTLE` over RESP; `check.policy` is its own
+    /// namespace). Bounded by `backend.timeout`, timed and traced as a policy's check; with no
+    /// policy to fail open, a backend failure is counted and refused.
+    pub async fn check_unlisted(
+        &self,
+        check: &Check<'_>,
+        now_ms: u64,
+    ) -> Result<Decision, LimitError> {
+        let span = telemetry::check_span(&TraceParent::Absent);
+        span.record("ratelimit.policy", check.policy);
+        span.record("ratelimit.backend", self.store.kind().as_str());
+        match self.call_store(check, Scope::Local, now_ms, &span).await {
+            Ok(decision) => {
+                span.record("ratelimit.allowed", decision.allowed);
+                Ok(decision)
+            }
+            Err(StoreError::Check(CheckError::CostExceedsCapacity { cost, capacity })) => {
+                Err(LimitError::CostExceedsCapacity {
+                    policy: check.policy.to_owned(),
+                    cost,
+                    capacity,
+                    field: "cost".to_owned(),
+                })
+            }
+            Err(err) => {
+                self.metrics
+                    .backend_failed(self.store.kind().as_str(), err.kind());
+                span.record("ratelimit.allowed", false);
+                span.record("otel.status_code", "ERROR");
+                Err(LimitError::BackendUnavailable)
+            }
+        }
     }
 
     /// Decides a batch all-or-nothing at `now_ms`, starting a trace if it is sampled.
