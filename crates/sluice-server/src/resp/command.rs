@@ -53,7 +53,9 @@ pub enum Command<'a> {
     CommandProbe,
     CommandCount,
     /// `HELLO [2 [SETNAME name]]`.
-    Hello { name: Option<&'a [u8]> },
+    Hello {
+        name: Option<&'a [u8]>,
+    },
 }
 
 /// Reads a command from its arguments, its name first.
@@ -129,7 +131,10 @@ fn client<'a>(args: &[&'a [u8]]) -> Result<Command<'a>, CommandError> {
                 )))
             }
         }
-        _ if ["setname", "getname", "id", "setinfo"].iter().any(|s| is(s)) => {
+        _ if ["setname", "getname", "id", "setinfo"]
+            .iter()
+            .any(|s| is(s)) =>
+        {
             Err(CommandError::Arity("client"))
         }
         _ => Err(CommandError::UnknownSubcommand {
@@ -299,28 +304,55 @@ mod tests {
     #[test]
     fn bad_checks_name_their_problem() {
         for (line, expected) in [
-            ("SLUICE.CHECK api", "ERR wrong number of arguments for 'sluice.check' command"),
-            ("SLUICE.CHECK api k COST", "ERR syntax error: COST needs a value"),
-            ("SLUICE.CHECK api k COST x", "ERR COST is not an integer from 0 to"),
+            (
+                "SLUICE.CHECK api",
+                "ERR wrong number of arguments for 'sluice.check' command",
+            ),
+            (
+                "SLUICE.CHECK api k COST",
+                "ERR syntax error: COST needs a value",
+            ),
+            (
+                "SLUICE.CHECK api k COST x",
+                "ERR COST is not an integer from 0 to",
+            ),
             ("SLUICE.CHECK api k COST -1", "ERR COST is not an integer"),
-            ("SLUICE.CHECK api k COST 1 COST 2", "ERR syntax error: COST is given twice"),
-            ("SLUICE.CHECK api k TIER", "ERR syntax error: TIER needs a value"),
-            ("SLUICE.CHECK api k LIMIT 3", "ERR syntax error: unknown option 'LIMIT'"),
-            ("SLUICE.CHECK api k CHECK", "ERR syntax error: unknown option 'CHECK'"),
+            (
+                "SLUICE.CHECK api k COST 1 COST 2",
+                "ERR syntax error: COST is given twice",
+            ),
+            (
+                "SLUICE.CHECK api k TIER",
+                "ERR syntax error: TIER needs a value",
+            ),
+            (
+                "SLUICE.CHECK api k LIMIT 3",
+                "ERR syntax error: unknown option 'LIMIT'",
+            ),
+            (
+                "SLUICE.CHECK api k CHECK",
+                "ERR syntax error: unknown option 'CHECK'",
+            ),
             ("FLUSHALL", "ERR unknown command 'FLUSHALL'"),
             ("SELECT 1", "ERR DB index is out of range"),
             ("SELECT x", "ERR DB index is not an integer"),
             ("HELLO 3", "NOPROTO"),
             ("HELLO 2 AUTH u p", "ERR AUTH is not supported"),
             ("CLIENT KILL x", "ERR unknown subcommand 'KILL' of 'client'"),
-            ("CLIENT SETNAME", "ERR wrong number of arguments for 'client' command"),
+            (
+                "CLIENT SETNAME",
+                "ERR wrong number of arguments for 'client' command",
+            ),
             ("ECHO", "ERR wrong number of arguments for 'echo' command"),
         ] {
             let got = error(line);
             assert!(got.starts_with(expected), "{line}: {got}");
         }
         let not_utf8: [&[u8]; 3] = [b"SLUICE.CHECK", b"api", &[0xff]];
-        assert_eq!(parse(&not_utf8).unwrap_err().to_string(), "ERR key must be UTF-8");
+        assert_eq!(
+            parse(&not_utf8).unwrap_err().to_string(),
+            "ERR key must be UTF-8"
+        );
     }
 
     #[test]

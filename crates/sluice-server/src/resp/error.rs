@@ -62,7 +62,10 @@ mod tests {
     fn an_integer_out_of_range_or_not_decimal_is_named() {
         assert_eq!(integer("COST", b"12", 0u64, 100), Ok(12));
         let err = integer("COST", b"-1", 0u64, 100).unwrap_err();
-        assert_eq!(err.to_string(), "ERR COST is not an integer from 0 to 100: '-1'");
+        assert_eq!(
+            err.to_string(),
+            "ERR COST is not an integer from 0 to 100: '-1'"
+        );
         assert!(integer("COST", b"1.5", 0u64, 100).is_err());
         assert!(integer("COST", b"", 0u64, 100).is_err());
         assert!(integer("period", b"101", 1i64, 100).is_err());

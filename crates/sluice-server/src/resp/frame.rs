@@ -98,7 +98,10 @@ fn window(buf: &[u8]) -> (&[u8], bool) {
     // The frame's own first byte is a header; every later one follows a `\n`.
     let mut headers = 1;
     let mut at = 1;
-    while let Some(offset) = buf.get(at..).and_then(|rest| rest.iter().position(|&b| b == b'*')) {
+    while let Some(offset) = buf
+        .get(at..)
+        .and_then(|rest| rest.iter().position(|&b| b == b'*'))
+    {
         let star = at + offset;
         if buf[star - 1] == b'\n' {
             headers += 1;
@@ -153,7 +156,10 @@ mod tests {
             (b"+OK\r\n", ProtocolError::NotAnArray),
             (b"*1\r\n:1\r\n", ProtocolError::NotABulkString),
             (b"*1\r\n$-1\r\n", ProtocolError::NotABulkString),
-            (b"*2\r\n*1\r\n$1\r\na\r\n$1\r\nb\r\n", ProtocolError::NotABulkString),
+            (
+                b"*2\r\n*1\r\n$1\r\na\r\n$1\r\nb\r\n",
+                ProtocolError::NotABulkString,
+            ),
         ] {
             assert_eq!(next(buf), Next::Invalid(err), "{buf:?}");
         }

@@ -191,7 +191,8 @@ mod tests {
             (9500, 2, 0, 2, -1, 3),
             (9500, 5, 1, 2, 3, 3),
         ];
-        for (i, (after, quantity, limited, remaining, retry, reset)) in cases.into_iter().enumerate()
+        for (i, (after, quantity, limited, remaining, retry, reset)) in
+            cases.into_iter().enumerate()
         {
             let line = format!("foo 4 1 1 {quantity}");
             let answer = throttle(&*store, &line, start + after).await;
@@ -216,10 +217,18 @@ mod tests {
             ("k 1000000 1 31536000", "to refill"),
         ] {
             let err = parse(line).unwrap_err().to_string();
-            assert!(err.starts_with("ERR ") && err.contains(named), "{line}: {err}");
+            assert!(
+                err.starts_with("ERR ") && err.contains(named),
+                "{line}: {err}"
+            );
         }
         let long = format!("{} 1 1 1", "k".repeat(MAX_KEY_BYTES + 1));
-        assert!(parse(&long).unwrap_err().to_string().contains("key must be"));
+        assert!(
+            parse(&long)
+                .unwrap_err()
+                .to_string()
+                .contains("key must be")
+        );
         assert!(parse("k 15 30 60").is_ok());
     }
 }
