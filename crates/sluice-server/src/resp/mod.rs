@@ -23,6 +23,9 @@ pub mod frame;
 pub mod reply;
 pub mod throttle;
 
+#[cfg(test)]
+mod properties;
+
 use tokio::io::{AsyncRead, AsyncWrite};
 
 use crate::App;
