@@ -218,7 +218,8 @@ async fn errors_name_the_problem_and_connection_commands_answer_as_redis() {
         ),
         (&["GET", "k"], "ERR unknown command 'GET'"),
         (&["SELECT", "1"], "ERR DB index is out of range"),
-        (&["HELLO", "3"], "NOPROTO"),
+        (&["HELLO", "4"], "NOPROTO"),
+        (&["-3", "SLUICE.CHECK", "fw", "resp3"], "1"),
         (&["PING"], "PONG"),
         (&["ECHO", "hi"], "hi"),
         (&["SELECT", "0"], "OK"),
@@ -232,6 +233,25 @@ async fn errors_name_the_problem_and_connection_commands_answer_as_redis() {
             "{args:?}: {out:?}"
         );
     }
+    // RESP3 after HELLO 3: its map, then the RESP3 null.
+    let out = raw(
+        &d,
+        format!(
+            "{}{}",
+            frame(&["HELLO", "3"]),
+            frame(&["CLIENT", "GETNAME"])
+        )
+        .as_bytes(),
+    )
+    .await;
+    assert!(
+        out.starts_with("%7\r\n$6\r\nserver\r\n$6\r\nsluice\r\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains("$5\r\nproto\r\n:3\r\n") && out.ends_with("*0\r\n_\r\n"),
+        "{out}"
+    );
     // A key over the HTTP bound is refused as over HTTP.
     let long = "k".repeat(513);
     let out = cli(&d, &["SLUICE.CHECK", "fw", &long]).await;
@@ -290,12 +310,12 @@ async fn cl_throttle_gives_redis_cells_answers_on_memory_and_redis() {
     assert!(keys.contains("{@cl.throttle:foo}"), "{keys}");
 }
 
-/// Written for redis-py 5+: the handshake (HELLO 3 answered NOPROTO: redis-py 8 falls back to
-/// RESP2) pipelines CLIENT SETNAME and CLIENT SETINFO, then checks one by one and in a
-/// pipeline (without MULTI, which sluiced does not have).
+/// Written for redis-py 5+: the handshake (HELLO 3 with protocol 3, the default of redis-py 8)
+/// pipelines CLIENT SETNAME and CLIENT SETINFO, then checks one by one and in a pipeline
+/// (without MULTI, which sluiced does not have).
 const REDIS_PY: &str = r#"
 import json, sys, redis
-r = redis.Redis(unix_socket_path=sys.argv[1], client_name="e2e-worker")
+r = redis.Redis(unix_socket_path=sys.argv[1], client_name="e2e-worker", protocol=int(sys.argv[2]))
 name = r.client_getname()
 out = {"ping": r.ping(), "name": name.decode() if isinstance(name, bytes) else name}
 out["one"] = r.execute_command("SLUICE.CHECK", "fw", "py:1")
@@ -311,8 +331,8 @@ except redis.ResponseError as e:
 print(json.dumps(out))
 "#;
 
-/// redis-py, installed by pip when it is missing (as scripts/test does).
-async fn redis_py(socket: &Path) -> serde_json::Value {
+/// redis-py on `protocol` (2 or 3), installed by pip when it is missing (as scripts/test does).
+async fn redis_py(socket: &Path, protocol: &str) -> serde_json::Value {
     let has_redis_py = tokio::process::Command::new("python3")
         .args(["-c", "import redis"])
         .status()
@@ -329,36 +349,38 @@ async fn redis_py(socket: &Path) -> serde_json::Value {
     let out = tokio::process::Command::new("python3")
         .args(["-c", REDIS_PY])
         .arg(socket)
+        .arg(protocol)
         .output()
         .await
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    // Not even a warning: no fallback from RESP3 was needed.
+    assert!(stderr.is_empty(), "{stderr}");
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn redis_py_connects_checks_and_pipelines() {
-    let d = Daemon::start(TEST_CONFIG).await;
-    let out = redis_py(&d.resp_socket).await;
-    assert_eq!(out["ping"], true);
-    assert_eq!(out["name"], "e2e-worker");
-    assert_eq!(
-        out["one"],
-        serde_json::json!([1, 5, 4, 1_800_000_010, 0, 0, 0])
-    );
-    let pipeline = out["pipeline"].as_array().unwrap();
-    let remaining: Vec<i64> = pipeline[..7]
-        .iter()
-        .map(|answer| answer[2].as_i64().unwrap())
-        .collect();
-    assert_eq!(remaining, [4, 3, 2, 1, 0, 0, 0]);
-    assert_eq!(pipeline[6][0], 0);
-    assert_eq!(pipeline[7], serde_json::json!([0, 16, 15, -1, 2]));
-    assert_eq!(out["error"], "unknown policy \"nope\"");
+async fn redis_py_connects_checks_and_pipelines_on_resp2_and_resp3() {
+    for protocol in ["3", "2"] {
+        let d = Daemon::start(TEST_CONFIG).await;
+        let out = redis_py(&d.resp_socket, protocol).await;
+        assert_eq!(out["ping"], true);
+        assert_eq!(out["name"], "e2e-worker");
+        assert_eq!(
+            out["one"],
+            serde_json::json!([1, 5, 4, 1_800_000_010, 0, 0, 0])
+        );
+        let pipeline = out["pipeline"].as_array().unwrap();
+        let remaining: Vec<i64> = pipeline[..7]
+            .iter()
+            .map(|answer| answer[2].as_i64().unwrap())
+            .collect();
+        assert_eq!(remaining, [4, 3, 2, 1, 0, 0, 0], "protocol {protocol}");
+        assert_eq!(pipeline[6][0], 0);
+        assert_eq!(pipeline[7], serde_json::json!([0, 16, 15, -1, 2]));
+        assert_eq!(out["error"], "unknown policy \"nope\"");
+    }
 }
 
 #[tokio::test]

@@ -24,6 +24,8 @@ static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 pub struct Session {
     id: u64,
     name: Option<Box<[u8]>>,
+    /// `HELLO 3` was answered: nulls and `HELLO`'s map are RESP3's.
+    resp3: bool,
 }
 
 impl Session {
@@ -31,6 +33,7 @@ impl Session {
         Session {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             name: None,
+            resp3: false,
         }
     }
 }
@@ -189,12 +192,15 @@ fn connection_command(out: &mut BytesMut, session: &mut Session, command: &Comma
         }
         Command::ClientGetName => match &session.name {
             Some(name) => reply::bulk(out, name),
-            None => reply::null(out),
+            None => reply::null(out, session.resp3),
         },
         Command::ClientId => reply::integer(out, int(session.id)),
         Command::CommandProbe => reply::empty_array(out),
         Command::CommandCount => reply::integer(out, int(COMMANDS.len() as u64)),
-        Command::Hello { name } => {
+        Command::Hello { protocol, name } => {
+            if let Some(protocol) = protocol {
+                session.resp3 = *protocol == 3;
+            }
             if let Some(name) = name {
                 session.name = (!name.is_empty()).then(|| Box::from(*name));
             }
@@ -205,16 +211,16 @@ fn connection_command(out: &mut BytesMut, session: &mut Session, command: &Comma
     }
 }
 
-/// `HELLO`'s map, flattened into an array as RESP2 has no maps.
+/// `HELLO`'s map: a RESP3 map, or on RESP2 flattened into an array.
 fn hello(out: &mut BytesMut, session: &Session) {
     use BorrowedFrame::{Array, BulkString, Integer};
-    let frames = [
+    let fields = [
         BulkString(b"server"),
         BulkString(b"sluice"),
         BulkString(b"version"),
         BulkString(env!("CARGO_PKG_VERSION").as_bytes()),
         BulkString(b"proto"),
-        Integer(2),
+        Integer(if session.resp3 { 3 } else { 2 }),
         BulkString(b"id"),
         Integer(int(session.id)),
         BulkString(b"mode"),
@@ -224,5 +230,9 @@ fn hello(out: &mut BytesMut, session: &Session) {
         BulkString(b"modules"),
         Array(&[]),
     ];
-    reply::frame(out, &Array(&frames));
+    if session.resp3 {
+        reply::map(out, &fields);
+    } else {
+        reply::frame(out, &Array(&fields));
+    }
 }

@@ -7,7 +7,7 @@
 //!   all-or-nothing batch; each check starts with the word `CHECK`.
 //! - `CL.THROTTLE key max_burst count period [quantity]`: redis-cell's command.
 //! - What clients send on their own when they connect or probe a server: `PING`, `ECHO`,
-//!   `QUIT`, `SELECT 0`, `CLIENT SETNAME|GETNAME|SETINFO|ID`, `COMMAND`, `HELLO` (RESP2 only).
+//!   `QUIT`, `SELECT 0`, `CLIENT SETNAME|GETNAME|SETINFO|ID`, `COMMAND`, `HELLO [2|3]`.
 //!
 //! Names and options are case-insensitive, as in Redis.
 
@@ -52,8 +52,10 @@ pub enum Command<'a> {
     /// for command metadata take as "nothing to learn".
     CommandProbe,
     CommandCount,
-    /// `HELLO [2 [SETNAME name]]`.
+    /// `HELLO [2|3 [SETNAME name]]`: `protocol` 3 switches the connection to RESP3, 2 back;
+    /// `None` keeps it.
     Hello {
+        protocol: Option<u8>,
         name: Option<&'a [u8]>,
     },
 }
@@ -159,15 +161,20 @@ fn client_name(name: &[u8]) -> Result<&[u8], CommandError> {
     Ok(name)
 }
 
-/// `HELLO [protover [AUTH user pass] [SETNAME name]]`: protocol 2 only (a RESP3 client falls
-/// back to RESP2 on the `NOPROTO` error); sluiced has no passwords.
+/// `HELLO [protover [AUTH user pass] [SETNAME name]]`: protocol 2 or 3; sluiced has no
+/// passwords.
 fn hello<'a>(args: &[&'a [u8]]) -> Result<Command<'a>, CommandError> {
     let Some((version, mut rest)) = args.split_first() else {
-        return Ok(Command::Hello { name: None });
+        return Ok(Command::Hello {
+            protocol: None,
+            name: None,
+        });
     };
-    if integer("protocol version", version, i64::MIN, i64::MAX)? != 2 {
-        return Err(CommandError::NoProto);
-    }
+    let protocol = match integer("protocol version", version, i64::MIN, i64::MAX)? {
+        2 => 2,
+        3 => 3,
+        _ => return Err(CommandError::NoProto),
+    };
     let mut name = None;
     while let Some((option, after)) = rest.split_first() {
         match after {
@@ -190,7 +197,10 @@ fn hello<'a>(args: &[&'a [u8]]) -> Result<Command<'a>, CommandError> {
             }
         }
     }
-    Ok(Command::Hello { name })
+    Ok(Command::Hello {
+        protocol: Some(protocol),
+        name,
+    })
 }
 
 /// `policy key [COST n] [TIER t] [ENDPOINT e]` at the front of `args`, stopping at the end or
@@ -336,7 +346,7 @@ mod tests {
             ("FLUSHALL", "ERR unknown command 'FLUSHALL'"),
             ("SELECT 1", "ERR DB index is out of range"),
             ("SELECT x", "ERR DB index is not an integer"),
-            ("HELLO 3", "NOPROTO"),
+            ("HELLO 4", "NOPROTO"),
             ("HELLO 2 AUTH u p", "ERR AUTH is not supported"),
             ("CLIENT KILL x", "ERR unknown subcommand 'KILL' of 'client'"),
             (
@@ -388,8 +398,24 @@ mod tests {
         assert_eq!(parsed("COMMAND COUNT").unwrap(), Command::CommandCount);
         assert_eq!(
             parsed("HELLO 2 SETNAME me").unwrap(),
-            Command::Hello { name: Some(b"me") }
+            Command::Hello {
+                protocol: Some(2),
+                name: Some(b"me")
+            }
         );
-        assert_eq!(parsed("HELLO").unwrap(), Command::Hello { name: None });
+        assert_eq!(
+            parsed("HELLO 3").unwrap(),
+            Command::Hello {
+                protocol: Some(3),
+                name: None
+            }
+        );
+        assert_eq!(
+            parsed("HELLO").unwrap(),
+            Command::Hello {
+                protocol: None,
+                name: None
+            }
+        );
     }
 }

@@ -26,7 +26,7 @@ pub enum CommandError {
     Syntax(String),
     #[error("ERR DB index is out of range (sluiced has one database, 0)")]
     DbOutOfRange,
-    #[error("NOPROTO sorry, this protocol version is not supported (sluiced speaks RESP2)")]
+    #[error("NOPROTO sorry, this protocol version is not supported (sluiced speaks 2 and 3)")]
     NoProto,
     #[error("ERR {0}")]
     Invalid(String),

@@ -1,5 +1,7 @@
 //! Replies onto the wire: RESP2 frames encoded by the `redis-protocol` crate at the end of the
-//! connection's output buffer, so that every reply of a pipeline leaves in one write.
+//! connection's output buffer, so that every reply of a pipeline leaves in one write. RESP3
+//! writes every reply sluiced gives the same way but two, the null and `HELLO`'s map, whose
+//! RESP3 forms ([`null`], [`map`]) are one fixed header each.
 //!
 //! Error lines quote what a client sent (a command or policy name); [`shown`] makes such text
 //! safe in a one-line error: control characters cannot end the line early and inject a reply.
@@ -34,8 +36,23 @@ pub fn bulk(out: &mut BytesMut, bytes: &[u8]) {
     frame(out, &BorrowedFrame::BulkString(bytes));
 }
 
-pub fn null(out: &mut BytesMut) {
-    frame(out, &BorrowedFrame::Null);
+/// The null reply: `$-1` on RESP2, `_` on RESP3.
+pub fn null(out: &mut BytesMut, resp3: bool) {
+    if resp3 {
+        out.extend_from_slice(b"_\r\n");
+    } else {
+        frame(out, &BorrowedFrame::Null);
+    }
+}
+
+/// A RESP3 map of `fields` (key, value, key, value, ...): its header, then the frames.
+pub fn map(out: &mut BytesMut, fields: &[BorrowedFrame<'_>]) {
+    out.extend_from_slice(b"%");
+    out.extend_from_slice(itoa::Buffer::new().format(fields.len() / 2).as_bytes());
+    out.extend_from_slice(b"\r\n");
+    for field in fields {
+        frame(out, field);
+    }
 }
 
 pub fn integer(out: &mut BytesMut, value: i64) {
@@ -96,11 +113,17 @@ mod tests {
         ok(&mut out);
         integers(&mut out, [1, -1, 0]);
         bulk(&mut out, b"hi");
-        null(&mut out);
+        null(&mut out, false);
+        null(&mut out, true);
+        map(
+            &mut out,
+            &[BorrowedFrame::BulkString(b"k"), BorrowedFrame::Integer(1)],
+        );
         error(&mut out, "ERR bad\r\n+OK");
         assert_eq!(
             &out[..],
-            b"+OK\r\n*3\r\n:1\r\n:-1\r\n:0\r\n$2\r\nhi\r\n$-1\r\n-ERR bad  +OK\r\n"
+            b"+OK\r\n*3\r\n:1\r\n:-1\r\n:0\r\n$2\r\nhi\r\n$-1\r\n_\r\n%1\r\n$1\r\nk\r\n:1\r\n\
+              -ERR bad  +OK\r\n"
         );
     }
 
