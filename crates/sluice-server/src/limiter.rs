@@ -246,7 +246,10 @@ impl Limiter {
         let span = telemetry::check_span(&TraceParent::Absent);
         span.record("ratelimit.policy", check.policy);
         span.record("ratelimit.backend", self.store.kind().as_str());
-        match self.call_store(check, Scope::Local, now_ms, &span).await {
+        match self
+            .call_store_one(check, Scope::Local, now_ms, &span)
+            .await
+        {
             Ok(decision) => {
                 span.record("ratelimit.allowed", decision.allowed);
                 Ok(decision)
@@ -485,18 +488,31 @@ impl Limiter {
             let checks: Vec<Check<'_>> = resolved.iter().map(|r| r.check).collect();
             return self.call_store_all(&checks, scope, now_ms, span).await;
         };
-        let check = &one.check;
+        self.call_store_one(&one.check, scope, now_ms, span)
+            .await
+            .map(|decision| vec![decision])
+    }
+
+    /// The store call of one check under the `op` of its algorithm (on the memory store
+    /// without a wait), under its own span and, on Redis, timed.
+    async fn call_store_one(
+        &self,
+        check: &Check<'_>,
+        scope: Scope,
+        now_ms: u64,
+        span: &Span,
+    ) -> Result<Decision, StoreError> {
         let (store, timeout, redis) = self.route(scope)?;
         let op = check.params.algorithm.as_str();
         let child = telemetry::backend_span(span, store.kind().as_str(), op);
         if let Some(result) = store.check_now(check, now_ms) {
             self.backend_call_done(&child, redis, op, None, result.as_ref().err());
-            return result.map(|decision| vec![decision]);
+            return result;
         }
         let started = redis.map(|_| Instant::now());
         let result = within(timeout, store.check(check, now_ms)).await;
         self.backend_call_done(&child, redis, op, started, result.as_ref().err());
-        result.map(|decision| vec![decision])
+        result
     }
 
     /// The store call of a batch, under its own span and, on Redis, timed.
