@@ -13,7 +13,8 @@
 //! - [`limiter`]: the one place that calls a store: resolves a check against its policy,
 //!   bounds the call, applies fail and shadow modes, records metrics and spans.
 //! - [`http`]: the HTTP API (check, forward-auth, top, admin, the operational routes) and
-//!   [`http::answer`], the body and headers of a decision; [`rls`]: the Envoy RLS over gRPC.
+//!   [`http::answer`], the body and headers of a decision; [`rls`]: the Envoy RLS over gRPC;
+//!   [`resp`]: the Redis protocol (`SLUICE.CHECK`, redis-cell's `CL.THROTTLE`).
 //! - [`server`]: sockets and lifecycle (binding the Unix socket safely, serving every
 //!   listener, graceful stop); `main.rs` only parses arguments and turns signals into
 //!   reloads and a stop.
@@ -46,6 +47,7 @@ pub mod limiter;
 pub mod metrics;
 pub mod overrides;
 pub mod policy;
+pub mod resp;
 pub mod rls;
 pub mod server;
 pub mod stores;

@@ -34,7 +34,7 @@ enum Shape {
 type Route<'a> = (&'a dyn Store, Option<Duration>, Option<&'static str>);
 
 /// One check as the edge parsed it (borrowed from the request body).
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CheckInput<'a> {
     pub policy: &'a str,
     pub key: &'a str,
@@ -232,6 +232,44 @@ impl Limiter {
             .decide_traced(std::slice::from_ref(input), Shape::One, now_ms, parent)
             .await?;
         verdicts.pop().ok_or(LimitError::BackendUnavailable)
+    }
+
+    /// Decides `check` on this region's store outside every policy, for a caller that names
+    /// the limit itself (redis-cell's `CL.THROTTLE` over RESP; `check.policy` is its own
+    /// namespace). Bounded by `backend.timeout`, timed and traced as a policy's check; with no
+    /// policy to fail open, a backend failure is counted and refused.
+    pub async fn check_unlisted(
+        &self,
+        check: &Check<'_>,
+        now_ms: u64,
+    ) -> Result<Decision, LimitError> {
+        let span = telemetry::check_span(&TraceParent::Absent);
+        span.record("ratelimit.policy", check.policy);
+        span.record("ratelimit.backend", self.store.kind().as_str());
+        match self
+            .call_store_one(check, Scope::Local, now_ms, &span)
+            .await
+        {
+            Ok(decision) => {
+                span.record("ratelimit.allowed", decision.allowed);
+                Ok(decision)
+            }
+            Err(StoreError::Check(CheckError::CostExceedsCapacity { cost, capacity })) => {
+                Err(LimitError::CostExceedsCapacity {
+                    policy: check.policy.to_owned(),
+                    cost,
+                    capacity,
+                    field: "cost".to_owned(),
+                })
+            }
+            Err(err) => {
+                self.metrics
+                    .backend_failed(self.store.kind().as_str(), err.kind());
+                span.record("ratelimit.allowed", false);
+                span.record("otel.status_code", "ERROR");
+                Err(LimitError::BackendUnavailable)
+            }
+        }
     }
 
     /// Decides a batch all-or-nothing at `now_ms`, starting a trace if it is sampled.
@@ -450,18 +488,31 @@ impl Limiter {
             let checks: Vec<Check<'_>> = resolved.iter().map(|r| r.check).collect();
             return self.call_store_all(&checks, scope, now_ms, span).await;
         };
-        let check = &one.check;
+        self.call_store_one(&one.check, scope, now_ms, span)
+            .await
+            .map(|decision| vec![decision])
+    }
+
+    /// The store call of one check under the `op` of its algorithm (on the memory store
+    /// without a wait), under its own span and, on Redis, timed.
+    async fn call_store_one(
+        &self,
+        check: &Check<'_>,
+        scope: Scope,
+        now_ms: u64,
+        span: &Span,
+    ) -> Result<Decision, StoreError> {
         let (store, timeout, redis) = self.route(scope)?;
         let op = check.params.algorithm.as_str();
         let child = telemetry::backend_span(span, store.kind().as_str(), op);
         if let Some(result) = store.check_now(check, now_ms) {
             self.backend_call_done(&child, redis, op, None, result.as_ref().err());
-            return result.map(|decision| vec![decision]);
+            return result;
         }
         let started = redis.map(|_| Instant::now());
         let result = within(timeout, store.check(check, now_ms)).await;
         self.backend_call_done(&child, redis, op, started, result.as_ref().err());
-        result.map(|decision| vec![decision])
+        result
     }
 
     /// The store call of a batch, under its own span and, on Redis, timed.

@@ -19,6 +19,7 @@ mod forward_auth;
 mod headers;
 mod layer;
 mod nginx;
+mod resp;
 mod rls;
 mod routes;
 mod through_proxy;

@@ -59,6 +59,8 @@ pub struct ListenSettings {
     pub metrics: Option<SocketAddr>,
     /// The Envoy RLS gRPC listener.
     pub grpc: Option<ListenAddr>,
+    /// The RESP (Redis protocol) listener.
+    pub resp: Option<ListenAddr>,
     /// After SIGTERM, how long connections may finish before they are dropped.
     pub shutdown_timeout: Duration,
     /// Timeouts and the cap of the connections every listener accepts.
@@ -205,6 +207,7 @@ fn compile_listen(config: &ListenConfig, errors: &mut Vec<FieldError>) -> Option
     let http = tcp("listen.http", &config.http);
     let metrics = tcp("listen.metrics", &config.metrics);
     let grpc = listen_addr("listen.grpc", &config.grpc, errors);
+    let resp = listen_addr("listen.resp", &config.resp, errors);
     let shutdown_timeout =
         parse_positive_duration(&config.shutdown_timeout).unwrap_or_else(|why| {
             errors.push(FieldError::new("listen.shutdown_timeout", why));
@@ -212,6 +215,24 @@ fn compile_listen(config: &ListenConfig, errors: &mut Vec<FieldError>) -> Option
         });
     let connections = compile_connections(config, errors);
     let unix = (!config.unix.is_empty()).then(|| PathBuf::from(&config.unix));
+    for (field, addr) in [("listen.grpc", &grpc), ("listen.resp", &resp)] {
+        if let Some(ListenAddr::Unix(path)) = addr
+            && unix.as_ref() == Some(path)
+        {
+            errors.push(FieldError::new(
+                field,
+                format!("{} is already the socket of listen.unix", path.display()),
+            ));
+        }
+    }
+    if let (Some(ListenAddr::Unix(grpc)), Some(ListenAddr::Unix(resp))) = (&grpc, &resp)
+        && grpc == resp
+    {
+        errors.push(FieldError::new(
+            "listen.resp",
+            format!("{} is already the socket of listen.grpc", resp.display()),
+        ));
+    }
     if unix.is_none() && http.is_none() {
         errors.push(FieldError::new(
             "listen",
@@ -224,6 +245,7 @@ fn compile_listen(config: &ListenConfig, errors: &mut Vec<FieldError>) -> Option
         http,
         metrics,
         grpc,
+        resp,
         shutdown_timeout,
         connections,
     })

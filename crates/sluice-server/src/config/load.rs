@@ -329,6 +329,35 @@ brust = 3
     }
 
     #[test]
+    fn listen_resp_is_off_by_default_and_takes_an_address_or_a_unix_socket() {
+        let load = |listen: &str| {
+            load_with_env(
+                &text(&format!("[listen]\n{listen}\n{POLICY}")),
+                Env::raw().only(&[]),
+            )
+        };
+        assert_eq!(load("").unwrap().listen.resp, None);
+        let unix = load(r#"resp = "unix:/run/sluice/resp.sock""#).unwrap();
+        assert_eq!(
+            unix.listen.resp,
+            Some(ListenAddr::Unix(Path::new("/run/sluice/resp.sock").into()))
+        );
+        let tcp = load(r#"resp = "127.0.0.1:6380""#).unwrap();
+        assert!(matches!(tcp.listen.resp, Some(ListenAddr::Tcp(_))));
+        for bad in [
+            r#"resp = "unix:""#,
+            r#"resp = "localhost""#,
+            r#"resp = "unix:/tmp/a.sock"
+unix = "/tmp/a.sock""#,
+            r#"resp = "unix:/tmp/a.sock"
+grpc = "unix:/tmp/a.sock""#,
+        ] {
+            let err = load(bad).unwrap_err();
+            assert_eq!(fields(&err), vec!["listen.resp"], "{bad}: {err}");
+        }
+    }
+
+    #[test]
     fn burst_defaults_to_limit_and_tier_burst_to_tier_limit() {
         let settings = load_with_env(
             &text(

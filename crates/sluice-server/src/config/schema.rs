@@ -46,6 +46,8 @@ pub struct ListenConfig {
     pub metrics: String,
     /// Envoy RLS gRPC listener: `host:port`, or `unix:PATH` for a Unix socket; "" = off.
     pub grpc: String,
+    /// RESP (Redis protocol) listener: `host:port`, or `unix:PATH` for a Unix socket; "" = off.
+    pub resp: String,
     /// SIGTERM: how long in-flight work may finish before what is left is dropped.
     pub shutdown_timeout: String,
     /// A connection without a whole request head by then is closed.
@@ -64,6 +66,7 @@ impl Default for ListenConfig {
             http: "127.0.0.1:8080".to_owned(),
             metrics: String::new(),
             grpc: String::new(),
+            resp: String::new(),
             shutdown_timeout: "10s".to_owned(),
             header_timeout: "10s".to_owned(),
             idle_timeout: "120s".to_owned(),

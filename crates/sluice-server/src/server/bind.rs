@@ -1,5 +1,5 @@
 //! The listeners of `[listen]`, bound at start, or taken from the sockets the service manager
-//! handed over: a handed-over socket named after a kind (`http`, `grpc`, `metrics`) replaces
+//! handed over: a handed-over socket named after a kind (`http`, `resp`, `grpc`, `metrics`) replaces
 //! every configured address of that kind, and serves even when the config turns the kind off.
 
 use std::io;
@@ -31,7 +31,7 @@ pub enum BindError {
     UnixMetrics,
     #[error(
         "sockets named {0} were handed over, but this daemon has no such listener; \
-         the kinds served are http, grpc and metrics"
+         the kinds served are http, resp, grpc and metrics"
     )]
     Unused(String),
 }
@@ -49,12 +49,17 @@ pub async fn listeners(
     let http = take(&mut inherited, "http", &mut described)?;
     let metrics = take(&mut inherited, "metrics", &mut described)?;
     let grpc = take(&mut inherited, "grpc", &mut described)?;
+    let resp = take(&mut inherited, "resp", &mut described)?;
     let left = inherited.left();
     if !left.is_empty() {
         return Err(BindError::Unused(left.join(", ")));
     }
-    let (http_handed, metrics_handed, grpc_handed) =
-        (!http.is_empty(), !metrics.is_empty(), !grpc.is_empty());
+    let (http_handed, metrics_handed, grpc_handed, resp_handed) = (
+        !http.is_empty(),
+        !metrics.is_empty(),
+        !grpc.is_empty(),
+        !resp.is_empty(),
+    );
     for socket in http {
         match socket {
             TokioListener::Tcp(tcp) => set_once(&mut listeners.http, tcp, "http", "TCP")?,
@@ -87,6 +92,19 @@ pub async fn listeners(
             }
         }
     }
+    for socket in resp {
+        match socket {
+            TokioListener::Tcp(tcp) => set_once(&mut listeners.resp, tcp, "resp", "TCP")?,
+            TokioListener::Unix(unix) => {
+                set_once(
+                    &mut listeners.resp_unix,
+                    BoundUnix::inherited(unix),
+                    "resp",
+                    "Unix",
+                )?;
+            }
+        }
+    }
 
     // TCP first, the socket files last: a failure leaves no socket file behind.
     if !http_handed && let Some(addr) = listen.http {
@@ -104,6 +122,11 @@ pub async fn listeners(
         described.push(format!("grpc:{}", local(&tcp)));
         listeners.grpc = Some(tcp);
     }
+    if !resp_handed && let Some(ListenAddr::Tcp(addr)) = listen.resp {
+        let tcp = bind_tcp(addr).await?;
+        described.push(format!("resp:{}", local(&tcp)));
+        listeners.resp = Some(tcp);
+    }
     if !http_handed && let Some(path) = &listen.unix {
         listeners.unix = Some(bind_path(path, listen.unix_mode)?);
         described.push(format!("unix:{}", path.display()));
@@ -112,17 +135,35 @@ pub async fn listeners(
         match bind_path(path, listen.unix_mode) {
             Ok(bound) => listeners.grpc_unix = Some(bound),
             Err(err) => {
-                if let Some((path, inode)) =
-                    listeners.unix.as_ref().and_then(BoundUnix::created_file)
-                {
-                    remove_socket(&path, inode);
-                }
+                remove_created(&listeners);
                 return Err(err);
             }
         }
         described.push(format!("grpc:unix:{}", path.display()));
     }
+    if !resp_handed && let Some(ListenAddr::Unix(path)) = &listen.resp {
+        match bind_path(path, listen.unix_mode) {
+            Ok(bound) => listeners.resp_unix = Some(bound),
+            Err(err) => {
+                remove_created(&listeners);
+                return Err(err);
+            }
+        }
+        described.push(format!("resp:unix:{}", path.display()));
+    }
     Ok((listeners, described))
+}
+
+/// Removes the socket files bound so far, when a later one fails: a failed start leaves none.
+fn remove_created(listeners: &Listeners) {
+    for bound in [&listeners.unix, &listeners.grpc_unix, &listeners.resp_unix]
+        .into_iter()
+        .flatten()
+    {
+        if let Some((path, inode)) = bound.created_file() {
+            remove_socket(&path, inode);
+        }
+    }
 }
 
 /// The handed-over sockets named `kind`, ready for the runtime.

@@ -48,6 +48,10 @@ pub struct Listeners {
     pub grpc: Option<TcpListener>,
     /// The Envoy RLS on a Unix socket, `listen.grpc = "unix:PATH"`.
     pub grpc_unix: Option<BoundUnix>,
+    /// The RESP (Redis protocol) listener, `listen.resp`.
+    pub resp: Option<TcpListener>,
+    /// The RESP listener on a Unix socket, `listen.resp = "unix:PATH"`.
+    pub resp_unix: Option<BoundUnix>,
     /// Timeouts of every HTTP connection and the bound on open connections.
     pub connections: ConnectionSettings,
 }
@@ -101,6 +105,15 @@ pub async fn serve_until(
         sockets.extend(unix.created_file());
         let server = crate::rls::serve_unix(app.clone(), unix.listener, stop.clone().into_wait());
         tasks.spawn(async move { server.await.map_err(io::Error::other) });
+    }
+    // The RESP listeners: the same accept loop and gate, the Redis protocol's connection.
+    let resp = crate::resp::Resp::new(app.clone(), limits);
+    if let Some(tcp) = listeners.resp {
+        tasks.spawn(serve_resp(tcp, &gate, &stop, resp.clone()));
+    }
+    if let Some(unix) = listeners.resp_unix {
+        sockets.extend(unix.created_file());
+        tasks.spawn(serve_resp(unix.listener, &gate, &stop, resp));
     }
     let sync = tokio::spawn(overrides::sync_loop(
         app.limits.clone(),
@@ -159,6 +172,26 @@ async fn housekeep(app: App, stop: impl Future<Output = ()>) {
                     .record_store(limiter.store().as_ref(), limiter.policies().names());
             }
         }
+    }
+}
+
+/// The accept loop of a RESP listener, as a listener task.
+fn serve_resp<L: accept::Accept>(
+    listener: L,
+    gate: &ConnectionGate,
+    stop: &Stop,
+    resp: crate::resp::Resp,
+) -> impl Future<Output = io::Result<()>> + Send + 'static {
+    let serving = accept::serve_listener(
+        listener,
+        gate.clone(),
+        crate::resp::OVERLOADED,
+        stop.clone(),
+        resp,
+    );
+    async move {
+        serving.await;
+        Ok(())
     }
 }
 

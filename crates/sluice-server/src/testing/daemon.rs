@@ -32,6 +32,8 @@ pub struct Daemon {
     pub grpc: SocketAddr,
     /// The Envoy RLS on a Unix socket (`listen.grpc = "unix:PATH"`).
     pub grpc_socket: PathBuf,
+    /// The RESP listener on a Unix socket (`listen.resp = "unix:PATH"`).
+    pub resp_socket: PathBuf,
     pub clock: Arc<ManualClock>,
     pub app: App,
     shutdown: Option<oneshot::Sender<()>>,
@@ -81,6 +83,8 @@ impl Daemon {
         let grpc = grpc_listener.local_addr().unwrap();
         let grpc_socket = dir.path().join("rls.sock");
         let grpc_unix = server::bind_unix(&grpc_socket, 0o660).unwrap();
+        let resp_socket = dir.path().join("resp.sock");
+        let resp_unix = server::bind_unix(&resp_socket, 0o660).unwrap();
         let (tx, rx) = oneshot::channel();
         let listeners = Listeners {
             unix: Some(unix),
@@ -88,7 +92,9 @@ impl Daemon {
             metrics: Some(metrics_listener),
             grpc: Some(grpc_listener),
             grpc_unix: Some(grpc_unix),
+            resp_unix: Some(resp_unix),
             connections,
+            ..Listeners::default()
         };
         let task = tokio::spawn(server::serve(app.clone(), listeners, async move {
             let _ = rx.await;
@@ -100,6 +106,7 @@ impl Daemon {
             metrics,
             grpc,
             grpc_socket,
+            resp_socket,
             clock,
             app,
             shutdown: Some(tx),

@@ -1,0 +1,59 @@
+//! The RESP listener (`listen.resp`): the Redis protocol, so that any Redis client is a sluice
+//! client, pipelining included, and code written for redis-cell's `CL.THROTTLE` points at
+//! sluiced unchanged.
+//!
+//! A check costs little next to HTTP framing, headers and JSON; over RESP a pipeline of
+//! checks is one read, one pass through the limiter and one write. The listener shares the
+//! daemon's accept loop, connection bound, deadlines and stop with the HTTP listeners, and its
+//! checks are the HTTP API's own calls into the limiter.
+//!
+//! - [`frame`]: frames off the wire (the `redis-protocol` crate's codec) and their bounds.
+//! - [`command`]: a frame's arguments read into a typed [`command::Command`];
+//!   [`error`]: the error lines of refused commands.
+//! - [`answer`]: commands answered (checks through the limiter), replies in order;
+//!   [`reply`]: RESP2 replies encoded into the output buffer.
+//! - [`throttle`]: redis-cell's `CL.THROTTLE` on sluice-core's GCRA.
+//! - [`connection`]: one connection's read-answer-write loop and its deadlines.
+
+pub mod answer;
+pub mod command;
+pub mod connection;
+pub mod error;
+pub mod frame;
+pub mod reply;
+pub mod throttle;
+
+#[cfg(test)]
+mod properties;
+
+use tokio::io::{AsyncRead, AsyncWrite};
+
+use crate::App;
+use crate::config::ConnectionSettings;
+use crate::server::Stop;
+use crate::server::accept::ServeConnection;
+
+/// The answer past `listen.max_connections`, as Redis words it; then the connection closes.
+pub const OVERLOADED: &[u8] = b"-ERR max number of clients reached\r\n";
+
+/// Serves RESP on the connections of a listener, whatever their stream type.
+#[derive(Debug, Clone)]
+pub struct Resp {
+    app: App,
+    limits: ConnectionSettings,
+}
+
+impl Resp {
+    pub fn new(app: App, limits: ConnectionSettings) -> Resp {
+        Resp { app, limits }
+    }
+}
+
+impl<S> ServeConnection<S> for Resp
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    fn serve(&self, stream: S, stop: Stop) -> impl Future<Output = ()> + Send + 'static {
+        connection::serve_resp(stream, self.app.clone(), self.limits, stop)
+    }
+}
