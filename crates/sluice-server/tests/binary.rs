@@ -12,6 +12,10 @@ use http::Method;
 use sluice_api::{CheckRequest, PoliciesResponse};
 use sluice_client::Client;
 
+mod common;
+
+use common::wait_for_socket;
+
 const BIN: &str = env!("CARGO_BIN_EXE_sluiced");
 
 fn examples() -> PathBuf {
@@ -165,12 +169,7 @@ impl Running {
     }
 
     fn signal(&self, name: &str) {
-        let status = Command::new("kill")
-            .arg(format!("-{name}"))
-            .arg(self.child.id().to_string())
-            .status()
-            .unwrap();
-        assert!(status.success());
+        common::signal(&self.child, name);
     }
 }
 
@@ -179,17 +178,6 @@ impl Drop for Running {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-/// Polls until something accepts on `socket` (readiness, not timing: no assertion on how long).
-fn wait_for_socket(socket: &Path) {
-    for _ in 0..500 {
-        if std::os::unix::net::UnixStream::connect(socket).is_ok() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    panic!("sluiced did not start on {}", socket.display());
 }
 
 fn write_config(path: &Path, socket: &Path, policies: &str) {
@@ -578,17 +566,7 @@ async fn a_config_without_policies_is_refused_at_start_check_and_reload() {
 
 /// Waits for the daemon to exit, up to `within` (a bound on a hang, not a timing claim).
 fn exit_within(d: &mut Running, within: Duration) -> std::process::ExitStatus {
-    let started = std::time::Instant::now();
-    loop {
-        if let Some(status) = d.child.try_wait().unwrap() {
-            return status;
-        }
-        assert!(
-            started.elapsed() < within,
-            "sluiced still running {within:?} after SIGTERM"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    common::exit_within(&mut d.child, within)
 }
 
 /// A client that sent half a request and waits: today's graceful stop would wait for it.

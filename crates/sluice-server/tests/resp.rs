@@ -16,6 +16,10 @@ use std::time::{Duration, Instant};
 
 use sluice_testkit::RedisServer;
 
+mod common;
+
+use common::wait_for_socket;
+
 const BIN: &str = env!("CARGO_BIN_EXE_sluiced");
 
 const POLICIES: &str = r#"
@@ -66,23 +70,11 @@ impl Running {
     }
 
     fn signal(&self, name: &str) {
-        let status = Command::new("kill")
-            .arg(format!("-{name}"))
-            .arg(self.child.id().to_string())
-            .status()
-            .unwrap();
-        assert!(status.success());
+        common::signal(&self.child, name);
     }
 
     fn exit_within(&mut self, within: Duration) -> std::process::ExitStatus {
-        let started = Instant::now();
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                return status;
-            }
-            assert!(started.elapsed() < within, "sluiced still running");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        common::exit_within(&mut self.child, within)
     }
 }
 
@@ -125,17 +117,6 @@ fn spawn(config: &Path) -> Child {
         .stderr(Stdio::null())
         .spawn()
         .unwrap()
-}
-
-/// Polls until something accepts on `socket` (readiness, not timing).
-fn wait_for_socket(socket: &Path) {
-    for _ in 0..500 {
-        if UnixStream::connect(socket).is_ok() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    panic!("sluiced did not start on {}", socket.display());
 }
 
 /// Sends `request` and reads one reply of `len` bytes.

@@ -1,0 +1,46 @@
+//! The `sluiced` process as the binary tests drive it: signals, waiting for its exit and for
+//! its socket. Shared by the test files that start the real binary, so each keeps only its own
+//! set-up.
+
+// Test code: a failed set-up should panic the test.
+#![allow(clippy::unwrap_used, dead_code)]
+
+use std::path::Path;
+use std::process::{Child, Command, ExitStatus};
+use std::time::{Duration, Instant};
+
+/// Sends signal `name` (`TERM`, `HUP`, …) to `child`.
+pub fn signal(child: &Child, name: &str) {
+    let status = Command::new("kill")
+        .arg(format!("-{name}"))
+        .arg(child.id().to_string())
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+/// Waits for `child` to exit, up to `within` (a bound on a hang, not a timing claim).
+pub fn exit_within(child: &mut Child, within: Duration) -> ExitStatus {
+    let started = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        assert!(
+            started.elapsed() < within,
+            "sluiced still running {within:?} after the signal"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Polls until something accepts on `socket` (readiness, not timing: no assertion on how long).
+pub fn wait_for_socket(socket: &Path) {
+    for _ in 0..500 {
+        if std::os::unix::net::UnixStream::connect(socket).is_ok() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("sluiced did not start on {}", socket.display());
+}
