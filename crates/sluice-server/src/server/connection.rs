@@ -9,6 +9,12 @@
 //! keep-alive connection would be cut at the header timeout; the phases are tracked here
 //! instead: the stream wrapper sees the first byte after an idle spell, the service sees a
 //! whole head (hyper calls it then) and the end of the answer.
+//!
+//! A phase change is a few atomic stores and never wakes the connection's task: on the hot
+//! path of a keep-alive connection (one phase change per request each way) a wake-up and a
+//! timer reset per request cost more than the check itself. Instead, outside the request-head
+//! phase the deadline is re-read at least every `header_timeout`, so a head that begins
+//! during an idle spell is still cut at exactly its own deadline.
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -21,7 +27,6 @@ use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::sync::Notify;
 use tokio::time::Instant;
 use tower::ServiceExt;
 
@@ -92,20 +97,16 @@ where
                 stopping = true;
                 connection.as_mut().graceful_shutdown();
             }
-            () = activity.changed.notified() => {
-                if let Some(at) = activity.deadline(&limits) {
-                    deadline.as_mut().reset(at);
-                }
-            }
             () = deadline.as_mut() => {
+                let now = Instant::now();
                 match activity.deadline(&limits) {
-                    Some(at) if at <= Instant::now() => {
+                    Some(at) if at <= now => {
                         tracing::debug!(phase = activity.phase_name(), "connection timed out");
                         return;
                     }
-                    Some(at) => deadline.as_mut().reset(at),
+                    Some(at) => deadline.as_mut().reset(activity.next_look(at, now, &limits)),
                     // Busy: no deadline of ours while the router works; look again later.
-                    None => deadline.as_mut().reset(Instant::now() + limits.idle_timeout),
+                    None => deadline.as_mut().reset(now + limits.header_timeout),
                 }
             }
         }
@@ -122,8 +123,6 @@ struct Activity {
     in_flight: AtomicU32,
     /// Milliseconds after `started` at which the current phase began.
     since_ms: AtomicU64,
-    /// Wakes the deadline when a phase with an earlier deadline begins.
-    changed: Notify,
 }
 
 /// Waiting for a request head: since accept, or since its first byte.
@@ -140,7 +139,6 @@ impl Activity {
             phase: AtomicU8::new(HEAD),
             in_flight: AtomicU32::new(0),
             since_ms: AtomicU64::new(0),
-            changed: Notify::new(),
         }
     }
 
@@ -162,7 +160,6 @@ impl Activity {
                 .is_ok()
         {
             self.since_ms.store(self.now_ms(), Ordering::Relaxed);
-            self.changed.notify_one();
         }
     }
 
@@ -181,6 +178,17 @@ impl Activity {
         };
         let since = Duration::from_millis(self.since_ms.load(Ordering::Relaxed));
         Some(self.started + since + limit)
+    }
+
+    /// When to look again at a phase whose deadline is `at`: then, in the head phase; else
+    /// no later than one header timeout from `now`, as a head may begin meanwhile (and
+    /// nothing wakes the deadline when it does).
+    fn next_look(&self, at: Instant, now: Instant, limits: &ConnectionSettings) -> Instant {
+        if self.phase.load(Ordering::Acquire) == HEAD {
+            at
+        } else {
+            at.min(now + limits.header_timeout)
+        }
     }
 
     fn phase_name(&self) -> &'static str {
