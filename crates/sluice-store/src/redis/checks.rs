@@ -24,9 +24,9 @@ pub(crate) struct Outcome {
 }
 
 /// Fields a script answers per check.
-pub(crate) const FIELDS: usize = 8;
+const FIELDS: usize = 8;
 
-pub(crate) fn outcome(limit: u64, fields: &[i64]) -> Result<Outcome, StoreError> {
+fn outcome(limit: u64, fields: &[i64]) -> Result<Outcome, StoreError> {
     let [
         allowed,
         remaining,

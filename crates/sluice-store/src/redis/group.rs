@@ -20,7 +20,6 @@ use sluice_core::{Decision, Params};
 use tokio::sync::oneshot;
 
 use super::ScriptRunner;
-use super::checks::{FIELDS, outcome};
 use super::scripts::{ScriptId, algorithm_code};
 use crate::{BatchObserver, StoreError};
 
@@ -28,6 +27,30 @@ use crate::{BatchObserver, StoreError};
 pub(crate) const MAX_GROUP: usize = 64;
 /// Most bytes of keys and arguments in one group call.
 pub(crate) const MAX_GROUP_BYTES: usize = 16 * 1024;
+
+/// Fields the group script answers per check: allowed, remaining, reset and the wait
+/// (retry_after when denied, delay when allowed).
+const GROUP_FIELDS: usize = 4;
+
+/// The decision of one check of a group call, from its [`GROUP_FIELDS`] fields.
+fn decision(limit: u64, fields: &[i64]) -> Result<Decision, StoreError> {
+    let [allowed, remaining, reset, wait] = fields else {
+        return Err(StoreError::Backend(format!(
+            "group script answered {} fields for a check, expected {GROUP_FIELDS}",
+            fields.len()
+        )));
+    };
+    let n = |v: &i64| u64::try_from(*v).unwrap_or(0);
+    let allowed = *allowed == 1;
+    Ok(Decision {
+        allowed,
+        limit,
+        remaining: n(remaining),
+        reset_ms: n(reset),
+        retry_after_ms: if allowed { 0 } else { n(wait) },
+        delay_ms: if allowed { n(wait) } else { 0 },
+    })
+}
 
 /// A check on its way to Redis: its keys, its parameters and its time.
 #[derive(Debug)]
@@ -186,7 +209,7 @@ async fn send(runner: &dyn ScriptRunner, mut group: Vec<Queued>) {
     runner.groups().observe(runner, group.len());
     let answer = runner.eval(ScriptId::Group, keys, args).await;
     let answer = answer.and_then(|fields| {
-        if fields.len() == FIELDS * group.len() {
+        if fields.len() == GROUP_FIELDS * group.len() {
             Ok(fields)
         } else {
             Err(StoreError::Backend(format!(
@@ -198,10 +221,9 @@ async fn send(runner: &dyn ScriptRunner, mut group: Vec<Queued>) {
     });
     match answer {
         Ok(fields) => {
-            for (queued, fields) in group.into_iter().zip(fields.chunks(FIELDS)) {
+            for (queued, fields) in group.into_iter().zip(fields.chunks(GROUP_FIELDS)) {
                 let limit = queued.pending.params.limit;
-                let decision = outcome(limit, fields).map(|o| o.decision);
-                let _ = queued.answer.send(decision);
+                let _ = queued.answer.send(decision(limit, fields));
             }
         }
         Err(e) => {

@@ -26,7 +26,7 @@ for _ = 1, n do
       saved_keys[#saved_keys + 1] = key
     end
   end
-  local r = algorithm.check(k, now, limit, w, burst, cost, algorithm.leaky)
+  local r = { algorithm.check(k, now, limit, w, burst, cost, algorithm.leaky) }
   if r[1] ~= 1 then
     out[1] = 0
   elseif code == 2 and cost > 0 then

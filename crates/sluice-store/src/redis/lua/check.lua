@@ -3,5 +3,5 @@
 -- Answers { allowed, remaining, reset_ms, retry_after_ms, delay_ms, remaining before,
 -- reset before, refund token }.
 TTL_GRACE = tonumber(ARGV[7]) or 0
-return ALGORITHM(1, tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]),
-  tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6] == '1')
+return { ALGORITHM(1, tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]),
+  tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6] == '1') }

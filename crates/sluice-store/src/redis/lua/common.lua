@@ -6,8 +6,13 @@
 -- script's main part from ARGV before any state is written.
 local TTL_GRACE = 0
 
+-- The library functions every check calls, as locals: a global and a field lookup fewer per
+-- call, on the path that runs once per check.
+local floor, ceil, max, min = math.floor, math.ceil, math.max, math.min
+local format, match = string.format, string.match
+
 local function int(x)
-  return string.format('%d', x)
+  return format('%d', x)
 end
 
 -- The numbers of a state string 'a:b' or 'a:b:c' (n = 2 or 3), or nil when absent or not
@@ -18,7 +23,7 @@ local function parse(raw, n)
   if not raw then
     return nil
   end
-  local a, b, c = string.match(raw, STATE_PATTERNS[n])
+  local a, b, c = match(raw, STATE_PATTERNS[n])
   if not a then
     return nil
   end
@@ -35,30 +40,32 @@ local function read_state(k, n)
   return key, raw, parse(raw, n)
 end
 
--- Persists a state string. `keep`: whether the state is worth keeping (it existed, or this
--- check consumed). The TTL is the time until the state is fresh again (`expires - now`), plus
--- TTL_GRACE; a state already back to fresh is deleted (kept TTL_GRACE when there is one). An
--- unchanged state is not rewritten (its expiry, and so its TTL, is unchanged).
-local function store(key, raw, keep, fields, expires, now)
+-- Persists a state string of the numbers a, b (and c, for three-number states). `keep`:
+-- whether the state is worth keeping (it existed, or this check consumed). The TTL is the time
+-- until the state is fresh again (`expires - now`), plus TTL_GRACE; a state already back to
+-- fresh is deleted (kept TTL_GRACE when there is one). An unchanged state is not rewritten (its
+-- expiry, and so its TTL, is unchanged). The numbers come as arguments, not a table: this runs
+-- once per check, and a table is an allocation.
+local function store(key, raw, keep, expires, now, a, b, c)
   if not keep then
     return
   end
-  local ttl = math.max(expires - now, 0) + TTL_GRACE
+  local ttl = max(expires - now, 0) + TTL_GRACE
   if ttl <= 0 then
     if raw then
       redis.call('DEL', key)
     end
     return
   end
-  -- One format call per state: states hold 2 or 3 numbers.
   local value
-  if #fields == 2 then
-    value = string.format('%d:%d', fields[1], fields[2])
+  if c == nil then
+    value = format('%d:%d', a, b)
   else
-    value = string.format('%d:%d:%d', fields[1], fields[2], fields[3])
+    value = format('%d:%d:%d', a, b, c)
   end
   if value ~= raw then
-    redis.call('SET', key, value, 'PX', int(ttl))
+    -- A Lua number argument reaches Redis as its shortest exact decimal: an integral TTL is
+    -- sent as its digits, without a format call.
+    redis.call('SET', key, value, 'PX', ttl)
   end
 end
-

@@ -13,16 +13,16 @@ local function fixed_window(k, now, limit, w, burst, cost)
   if s then
     window, count = s[1], s[2]
   else
-    window, count = math.floor(now / w), 0
+    window, count = floor(now / w), 0
   end
   -- A clock behind the stored window keeps counting in the stored window.
-  local index = math.max(math.floor(now / w), window)
+  local index = max(floor(now / w), window)
   if index ~= window then
     window = index
     count = 0
   end
   local window_end = (index + 1) * w
-  local peek_remaining = math.max(limit - count, 0)
+  local peek_remaining = max(limit - count, 0)
   local peek_reset = window_end
   if count == 0 then
     peek_reset = now
@@ -37,12 +37,12 @@ local function fixed_window(k, now, limit, w, burst, cost)
   end
   local retry = 0
   if not allowed then
-    retry = math.max(window_end - now, 0)
+    retry = max(window_end - now, 0)
   end
-  store(key, raw, s ~= nil or (allowed and cost > 0), { window, count },
-    fixed_window_expires(window, count, w), now)
-  return { allowed and 1 or 0, math.max(limit - count, 0), reset, retry, 0,
-    peek_remaining, peek_reset, index }
+  store(key, raw, s ~= nil or (allowed and cost > 0), fixed_window_expires(window, count, w),
+    now, window, count)
+  return allowed and 1 or 0, max(limit - count, 0), reset, retry, 0,
+    peek_remaining, peek_reset, index
 end
 
 local function fixed_window_refund(k, now, limit, w, burst, cost, token)
@@ -51,8 +51,8 @@ local function fixed_window_refund(k, now, limit, w, burst, cost, token)
     return
   end
   if s[1] == token then
-    s[2] = math.max(s[2] - cost, 0)
+    s[2] = max(s[2] - cost, 0)
   end
-  store(key, raw, true, s, fixed_window_expires(s[1], s[2], w), now)
+  store(key, raw, true, fixed_window_expires(s[1], s[2], w), now, s[1], s[2])
 end
 

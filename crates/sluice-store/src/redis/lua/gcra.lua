@@ -18,17 +18,17 @@ local function gcra(k, now, limit, w, burst, cost, leaky)
     tat_ms, tat_rem = now, 0
   end
   -- A lowered limit leaves a remainder past the new unit: keep it in range.
-  tat_rem = math.min(tat_rem, limit - 1)
+  tat_rem = min(tat_rem, limit - 1)
   local debt = 0
   if tat_ms >= now then
     debt = (tat_ms - now) * limit + tat_rem
   end
-  local peek_remaining = math.floor(math.max(cap - debt, 0) / w)
-  local peek_reset = now + math.ceil(debt / limit)
+  local peek_remaining = floor(max(cap - debt, 0) / w)
+  local peek_reset = now + ceil(debt / limit)
   local new_debt = debt + cost * w
   local allowed = new_debt <= cap
   if allowed and cost > 0 then
-    local q = math.floor(new_debt / limit)
+    local q = floor(new_debt / limit)
     tat_ms = now + q
     tat_rem = new_debt - q * limit
   end
@@ -38,16 +38,16 @@ local function gcra(k, now, limit, w, burst, cost, leaky)
   end
   local retry = 0
   if not allowed then
-    retry = math.ceil((new_debt - cap) / limit)
+    retry = ceil((new_debt - cap) / limit)
   end
   local delay = 0
   if allowed and leaky then
-    delay = math.ceil(debt / limit)
+    delay = ceil(debt / limit)
   end
-  store(key, raw, s ~= nil or (allowed and cost > 0), { tat_ms, tat_rem },
-    gcra_expires(tat_ms, tat_rem), now)
-  return { allowed and 1 or 0, math.floor(math.max(cap - after, 0) / w),
-    now + math.ceil(after / limit), retry, delay, peek_remaining, peek_reset, 0 }
+  store(key, raw, s ~= nil or (allowed and cost > 0), gcra_expires(tat_ms, tat_rem), now,
+    tat_ms, tat_rem)
+  return allowed and 1 or 0, floor(max(cap - after, 0) / w),
+    now + ceil(after / limit), retry, delay, peek_remaining, peek_reset, 0
 end
 
 local function gcra_refund(k, now, limit, w, burst, cost, token)
@@ -55,15 +55,15 @@ local function gcra_refund(k, now, limit, w, burst, cost, token)
   if not s then
     return
   end
-  local tat_ms, tat_rem = s[1], math.min(s[2], limit - 1)
+  local tat_ms, tat_rem = s[1], min(s[2], limit - 1)
   local total = tat_rem - cost * w
   if total >= 0 then
     tat_rem = total
   else
-    local borrow = math.ceil(-total / limit)
+    local borrow = ceil(-total / limit)
     tat_ms = tat_ms - borrow
     tat_rem = total + borrow * limit
   end
-  store(key, raw, true, { tat_ms, tat_rem }, gcra_expires(tat_ms, tat_rem), now)
+  store(key, raw, true, gcra_expires(tat_ms, tat_rem), now, tat_ms, tat_rem)
 end
 

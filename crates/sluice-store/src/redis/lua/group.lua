@@ -2,22 +2,32 @@
 -- and decided each on its own, in order, exactly as one check.lua call each would.
 -- ARGV = n, ttl grace ms, then per check: algorithm code, now_ms, limit, window_ms, burst, cost.
 -- KEYS = per check its limit's keys (as in batch.lua).
--- Answers the eight fields of check.lua per check, in order.
+-- Answers four fields per check, in order: allowed (1/0), remaining, reset_ms, and the wait:
+-- retry_after_ms when denied, delay_ms when allowed (a check has at most one of them). The
+-- other fields of check.lua are for batches; every integer left out of the reply is Redis
+-- time saved per check.
 local n = tonumber(ARGV[1])
 TTL_GRACE = tonumber(ARGV[2]) or 0
 local out = {}
-local k, a = 1, 3
+local k, a, o = 1, 3, 0
 for _ = 1, n do
   local algorithm = ALGORITHMS[tonumber(ARGV[a])]
   if not algorithm then
     return redis.error_reply('ERR sluice: unknown algorithm code')
   end
-  local r = algorithm.check(k, tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]),
-    tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5]), algorithm.leaky)
+  local allowed, remaining, reset, retry, delay = algorithm.check(k, tonumber(ARGV[a + 1]),
+    tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]),
+    tonumber(ARGV[a + 5]), algorithm.leaky)
   a = a + 6
   k = k + algorithm.keys
-  for j = 1, 8 do
-    out[#out + 1] = r[j]
+  out[o + 1] = allowed
+  out[o + 2] = remaining
+  out[o + 3] = reset
+  if allowed == 1 then
+    out[o + 4] = delay
+  else
+    out[o + 4] = retry
   end
+  o = o + 4
 end
 return out

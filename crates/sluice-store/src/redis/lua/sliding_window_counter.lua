@@ -16,11 +16,11 @@ local function sliding_window_counter(k, now0, limit, w, burst, cost)
   if s then
     window, current, previous = s[1], s[2], s[3]
   else
-    window, current, previous = math.floor(now0 / w), 0, 0
+    window, current, previous = floor(now0 / w), 0, 0
   end
   -- A clock behind the stored window is read as the stored window's start.
-  local now = math.max(now0, window * w)
-  local index = math.floor(now / w)
+  local now = max(now0, window * w)
+  local index = floor(now / w)
   if index == window + 1 then
     previous = current
     current = 0
@@ -32,7 +32,7 @@ local function sliding_window_counter(k, now0, limit, w, burst, cost)
   local start = index * w
   local elapsed = now - start
   local used = swc_used(current, previous, elapsed, w)
-  local peek_remaining = math.max(limit - used, 0)
+  local peek_remaining = max(limit - used, 0)
   local peek_reset = swc_reset(start, w, current, previous, now)
   local allowed = used + cost <= limit
   if allowed then
@@ -43,10 +43,10 @@ local function sliding_window_counter(k, now0, limit, w, burst, cost)
   if not allowed then
     retry = swc_retry(start, w, current, previous, limit, cost, now)
   end
-  store(key, raw, s ~= nil or (allowed and cost > 0), { window, current, previous },
-    swc_expires(window, current, previous, w), now0)
-  return { allowed and 1 or 0, math.max(limit - used, 0),
-    swc_reset(start, w, current, previous, now), retry, 0, peek_remaining, peek_reset, index }
+  store(key, raw, s ~= nil or (allowed and cost > 0), swc_expires(window, current, previous, w),
+    now0, window, current, previous)
+  return allowed and 1 or 0, max(limit - used, 0),
+    swc_reset(start, w, current, previous, now), retry, 0, peek_remaining, peek_reset, index
 end
 
 local function sliding_window_counter_refund(k, now, limit, w, burst, cost, token)
@@ -55,10 +55,10 @@ local function sliding_window_counter_refund(k, now, limit, w, burst, cost, toke
     return
   end
   if s[1] == token then
-    s[2] = math.max(s[2] - cost, 0)
+    s[2] = max(s[2] - cost, 0)
   elseif s[1] == token + 1 then
-    s[3] = math.max(s[3] - cost, 0)
+    s[3] = max(s[3] - cost, 0)
   end
-  store(key, raw, true, s, swc_expires(s[1], s[2], s[3], w), now)
+  store(key, raw, true, swc_expires(s[1], s[2], s[3], w), now, s[1], s[2], s[3])
 end
 

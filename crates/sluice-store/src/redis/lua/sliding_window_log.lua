@@ -33,7 +33,7 @@ local function swl_persist(zkey, skey, newest_at, used, w, now)
     redis.call('DEL', zkey, skey)
     return
   end
-  local ttl = math.max(newest_at + w - now, 0) + TTL_GRACE
+  local ttl = max(newest_at + w - now, 0) + TTL_GRACE
   if ttl <= 0 then
     redis.call('DEL', zkey, skey)
     return
@@ -52,7 +52,7 @@ local function sliding_window_log(k, now0, limit, w, burst, cost)
   end
   local changed = false
   -- A clock behind the newest entry is read as that entry's time.
-  local now = math.max(now0, newest_at or 0)
+  local now = max(now0, newest_at or 0)
   if newest_m then
     local cut = int(now - w)
     local gone = redis.call('ZRANGEBYSCORE', zkey, '-inf', cut)
@@ -60,7 +60,7 @@ local function sliding_window_log(k, now0, limit, w, burst, cost)
       for _, m in ipairs(gone) do
         used = used - swl_cost(m)
       end
-      used = math.max(used, 0)
+      used = max(used, 0)
       redis.call('ZREMRANGEBYSCORE', zkey, '-inf', cut)
       changed = true
       if newest_at + w <= now then
@@ -68,7 +68,7 @@ local function sliding_window_log(k, now0, limit, w, burst, cost)
       end
     end
   end
-  local peek_remaining = math.max(limit - used, 0)
+  local peek_remaining = max(limit - used, 0)
   local peek_reset = now
   if newest_at then
     peek_reset = newest_at + w
@@ -106,7 +106,7 @@ local function sliding_window_log(k, now0, limit, w, burst, cost)
       end
       from = from + 64
     end
-    retry = math.max(at - now, 0)
+    retry = max(at - now, 0)
   end
   if changed then
     swl_persist(zkey, skey, newest_at, used, w, now0)
@@ -115,8 +115,8 @@ local function sliding_window_log(k, now0, limit, w, burst, cost)
   if newest_at then
     reset = newest_at + w
   end
-  return { allowed and 1 or 0, math.max(limit - used, 0), reset, retry, 0,
-    peek_remaining, peek_reset, now }
+  return allowed and 1 or 0, max(limit - used, 0), reset, retry, 0,
+    peek_remaining, peek_reset, now
 end
 
 local function sliding_window_log_refund(k, now, limit, w, burst, cost, token)
@@ -133,7 +133,7 @@ local function sliding_window_log_refund(k, now, limit, w, burst, cost, token)
   if had > cost then
     redis.call('ZADD', zkey, at, at .. ':' .. int(had - cost))
   end
-  used = math.max(used - math.min(had, cost), 0)
+  used = max(used - min(had, cost), 0)
   local _, newest_at = swl_newest(zkey)
   swl_persist(zkey, skey, newest_at, used, w, now)
 end

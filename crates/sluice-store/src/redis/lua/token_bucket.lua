@@ -3,7 +3,7 @@
 -- means a raised limit or burst gives its room at once).
 
 local function tb_full_at(limit, used, last)
-  return last + math.ceil(used / limit)
+  return last + ceil(used / limit)
 end
 
 local function token_bucket(k, now0, limit, w, burst, cost)
@@ -16,10 +16,10 @@ local function token_bucket(k, now0, limit, w, burst, cost)
     used, last = 0, now0
   end
   -- A clock behind the last check refills nothing.
-  local now = math.max(now0, last)
-  used = math.max(used - (now - last) * limit, 0)
+  local now = max(now0, last)
+  used = max(used - (now - last) * limit, 0)
   last = now
-  local peek_remaining = math.floor(math.max(cap - used, 0) / w)
+  local peek_remaining = floor(max(cap - used, 0) / w)
   local peek_reset = tb_full_at(limit, used, now)
   local need = cost * w
   local allowed = used + need <= cap
@@ -28,12 +28,12 @@ local function token_bucket(k, now0, limit, w, burst, cost)
   end
   local retry = 0
   if not allowed then
-    retry = math.ceil((used + need - cap) / limit)
+    retry = ceil((used + need - cap) / limit)
   end
   local full = tb_full_at(limit, used, now)
-  store(key, raw, s ~= nil or (allowed and cost > 0), { used, last }, full, now0)
-  return { allowed and 1 or 0, math.floor(math.max(cap - used, 0) / w), full, retry, 0,
-    peek_remaining, peek_reset, 0 }
+  store(key, raw, s ~= nil or (allowed and cost > 0), full, now0, used, last)
+  return allowed and 1 or 0, floor(max(cap - used, 0) / w), full, retry, 0,
+    peek_remaining, peek_reset, 0
 end
 
 local function token_bucket_refund(k, now, limit, w, burst, cost, token)
@@ -41,6 +41,6 @@ local function token_bucket_refund(k, now, limit, w, burst, cost, token)
   if not s then
     return
   end
-  s[1] = math.max(s[1] - cost * w, 0)
-  store(key, raw, true, s, tb_full_at(limit, s[1], s[2]), now)
+  s[1] = max(s[1] - cost * w, 0)
+  store(key, raw, true, tb_full_at(limit, s[1], s[2]), now, s[1], s[2])
 end

@@ -9,27 +9,27 @@ local function swc_decay(previous, room, w)
     return 0
   end
   local span = (room + 1) * w - 1
-  return w - math.floor(span / previous)
+  return w - floor(span / previous)
 end
 
 local function swc_reset(start, w, current, previous, now)
   if current > 0 then
     return start + w + swc_decay(current, 0, w)
   elseif previous > 0 then
-    return math.max(start + swc_decay(previous, 0, w), now)
+    return max(start + swc_decay(previous, 0, w), now)
   end
   return now
 end
 
 -- What the sliding window holds `elapsed` ms into the current window.
 local function swc_used(current, previous, elapsed, w)
-  return math.floor(previous * (w - elapsed) / w) + current
+  return floor(previous * (w - elapsed) / w) + current
 end
 
 -- How long until `cost` fits, for a check denied `now` in the window starting at `start`.
 local function swc_retry(start, w, current, previous, limit, cost, now)
   if current + cost <= limit then
-    return math.max(start + swc_decay(previous, limit - current - cost, w) - now, 0)
+    return max(start + swc_decay(previous, limit - current - cost, w) - now, 0)
   end
-  return math.max(start + w + swc_decay(current, limit - cost, w) - now, 0)
+  return max(start + w + swc_decay(current, limit - cost, w) - now, 0)
 end
