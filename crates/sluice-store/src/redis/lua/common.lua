@@ -34,9 +34,20 @@ local function parse(raw, n)
 end
 
 -- The key of state `k` of this call, its raw value, and its `n` numbers (nil when absent).
+-- PREFETCHED[k]: the value KEYS[k] held when a group call began (false when absent), read by
+-- one MGET for the whole group instead of a GET per check; nil for keys not read that way.
+-- Only a key's first use in a call is prefetched: a later check of the same key must see
+-- what the earlier one wrote.
+local PREFETCHED = {}
 local function read_state(k, n)
   local key = KEYS[k]
-  local raw = redis.call('GET', key)
+  local raw = PREFETCHED[k]
+  if raw == nil then
+    raw = redis.call('GET', key)
+  end
+  if not raw then
+    raw = nil
+  end
   return key, raw, parse(raw, n)
 end
 
@@ -45,7 +56,8 @@ end
 -- until the state is fresh again (`expires - now`), plus TTL_GRACE; a state already back to
 -- fresh is deleted (kept TTL_GRACE when there is one). An unchanged state is not rewritten (its
 -- expiry, and so its TTL, is unchanged). The numbers come as arguments, not a table: this runs
--- once per check, and a table is an allocation.
+-- once per check, and a table is an allocation. The TTL goes as a string formatted here:
+-- cheaper than Redis turning a Lua number into digits ('%.17g').
 local function store(key, raw, keep, expires, now, a, b, c)
   if not keep then
     return
@@ -64,8 +76,6 @@ local function store(key, raw, keep, expires, now, a, b, c)
     value = format('%d:%d:%d', a, b, c)
   end
   if value ~= raw then
-    -- A Lua number argument reaches Redis as its shortest exact decimal: an integral TTL is
-    -- sent as its digits, without a format call.
-    redis.call('SET', key, value, 'PX', ttl)
+    redis.call('SET', key, value, 'PX', int(ttl))
   end
 end
