@@ -6,7 +6,8 @@
 //! - [`top`]: `GET /v1/top`;
 //! - [`admin`]: run-time limit overrides (only with `admin.token`);
 //! - [`answer`]: the body and headers of a decision, shared with the Envoy RLS;
-//! - [`error`]: the JSON error shape and body parsing.
+//! - [`error`]: the JSON error shape and body parsing;
+//! - [`large_bodies`]: the 413 of a declared body over the limit, before it is read.
 //!
 //! Here: the router and the operational routes (`/healthz`, `/readyz`, `/metrics`,
 //! `/v1/policies`). Decisions come from the [`Limiter`](crate::limiter::Limiter) only.
@@ -17,6 +18,7 @@ pub mod caller;
 mod check;
 pub mod error;
 pub mod forward_auth;
+mod large_bodies;
 mod top;
 
 use axum::Router;
@@ -56,7 +58,7 @@ pub fn router(app: App) -> Router {
             .route("/v1/admin/policies", axum::routing::any(admin_disabled))
             .route("/v1/admin/{*rest}", axum::routing::any(admin_disabled)),
     }
-    .layer(axum::middleware::from_fn(refuse_large_bodies))
+    .layer(large_bodies::RefuseLargeBodiesLayer)
     .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
 }
 
@@ -67,34 +69,6 @@ async fn admin_disabled() -> ApiError {
         codes::ADMIN_DISABLED,
         "the admin API is off: set admin.token",
     )
-}
-
-/// A request declaring a body over the limit gets its 413 before any of the body is read:
-/// the body limit alone would wait for the bytes (a declared 10 GB, sent slowly, would hold
-/// the connection as long as the client likes).
-async fn refuse_large_bodies(
-    request: axum::extract::Request,
-    next: axum::middleware::Next,
-) -> Response {
-    let declared = request
-        .headers()
-        .get(http::header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<u64>().ok());
-    if declared.is_some_and(|length| length > MAX_BODY_BYTES as u64) {
-        let mut response = ApiError::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            codes::PAYLOAD_TOO_LARGE,
-            format!("the body is over {MAX_BODY_BYTES} bytes"),
-        )
-        .into_response();
-        // The unread body cannot be skipped: the connection ends with this answer.
-        response
-            .headers_mut()
-            .insert(http::header::CONNECTION, HeaderValue::from_static("close"));
-        return response;
-    }
-    next.run(request).await
 }
 
 /// `GET /v1/top` shows raw keys (API keys, e-mail addresses): with an admin token set, it is
