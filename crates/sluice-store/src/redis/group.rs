@@ -52,6 +52,32 @@ fn decision(limit: u64, fields: &[i64]) -> Result<Decision, StoreError> {
     })
 }
 
+/// The integers of a group reply (one string of space-separated integers), checked to be
+/// [`GROUP_FIELDS`] per check of a group of `checks`.
+fn fields(reply: &[String], checks: usize) -> Result<Vec<i64>, StoreError> {
+    let [text] = reply else {
+        return Err(StoreError::Backend(format!(
+            "group script answered {} values, expected one string",
+            reply.len()
+        )));
+    };
+    let fields = text
+        .split(' ')
+        .map(|field| {
+            field.parse::<i64>().map_err(|_| {
+                StoreError::Backend(format!("group script answered {field:?} for an integer"))
+            })
+        })
+        .collect::<Result<Vec<i64>, _>>()?;
+    if fields.len() != GROUP_FIELDS * checks {
+        return Err(StoreError::Backend(format!(
+            "group script answered {} fields for {checks} checks",
+            fields.len()
+        )));
+    }
+    Ok(fields)
+}
+
 /// A check on its way to Redis: its keys, its parameters and its time.
 #[derive(Debug)]
 pub(crate) struct Pending {
@@ -207,18 +233,8 @@ async fn send(runner: &dyn ScriptRunner, mut group: Vec<Queued>) {
         args.extend(queued.pending.args());
     }
     runner.groups().observe(runner, group.len());
-    let answer = runner.eval(ScriptId::Group, keys, args).await;
-    let answer = answer.and_then(|fields| {
-        if fields.len() == GROUP_FIELDS * group.len() {
-            Ok(fields)
-        } else {
-            Err(StoreError::Backend(format!(
-                "group script answered {} fields for {} checks",
-                fields.len(),
-                group.len()
-            )))
-        }
-    });
+    let answer = runner.eval_text(ScriptId::Group, keys, args).await;
+    let answer = answer.and_then(|reply| fields(&reply, group.len()));
     match answer {
         Ok(fields) => {
             for (queued, fields) in group.into_iter().zip(fields.chunks(GROUP_FIELDS)) {
@@ -230,6 +246,44 @@ async fn send(runner: &dyn ScriptRunner, mut group: Vec<Queued>) {
             for queued in group {
                 let _ = queued.answer.send(Err(e.clone()));
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_group_reply_is_four_integers_per_check() {
+        let reply = vec!["1 9 1000 0 0 0 2000 1500".to_owned()];
+        assert_eq!(
+            fields(&reply, 2).ok(),
+            Some(vec![1, 9, 1000, 0, 0, 0, 2000, 1500])
+        );
+        let allowed = decision(10, &[1, 9, 1000, 25]).ok();
+        assert_eq!(
+            allowed.map(|d| (d.delay_ms, d.retry_after_ms)),
+            Some((25, 0))
+        );
+        let denied = decision(10, &[0, 0, 1000, 1500]).ok();
+        assert_eq!(
+            denied.map(|d| (d.delay_ms, d.retry_after_ms)),
+            Some((0, 1500))
+        );
+    }
+
+    #[test]
+    fn a_malformed_group_reply_is_an_error() {
+        for reply in [
+            vec![],
+            vec!["1 2 3 4".to_owned(), "5".to_owned()],
+            vec!["1 2 3".to_owned()],
+            vec!["1 2 x 4".to_owned()],
+            vec!["".to_owned()],
+            vec!["1  2 3 4".to_owned()],
+        ] {
+            assert!(fields(&reply, 1).is_err(), "{reply:?}");
         }
     }
 }
