@@ -348,7 +348,7 @@ mod tests {
     }
 
     #[test]
-    fn answers_serialize_to_the_exact_text_of_the_contract() {
+    fn answers_serialize_to_the_exact_documented_text() {
         let mut body = CheckResponse {
             allowed: true,
             policy: "public".into(),

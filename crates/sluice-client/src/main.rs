@@ -248,12 +248,8 @@ async fn top(
         query.n,
         query_escape(query.period)
     );
-    let auth = token.map(|token| format!("Bearer {token}"));
-    let headers: Vec<(&str, &str)> = auth
-        .as_deref()
-        .map(|auth| ("authorization", auth))
-        .into_iter()
-        .collect();
+    let auth = bearer(token);
+    let headers = authorization(auth.as_deref());
     let raw = client
         .send(http::Method::GET, &path, &headers, Vec::new())
         .await?;
@@ -306,12 +302,8 @@ async fn admin(
 ) -> anyhow::Result<ExitCode> {
     // Without a token the request still goes: the daemon says whether its admin API is off
     // (404 admin_disabled) or wants a token (401).
-    let auth = token.map(|token| format!("Bearer {token}"));
-    let headers: Vec<(&str, &str)> = auth
-        .as_deref()
-        .map(|auth| ("authorization", auth))
-        .into_iter()
-        .collect();
+    let auth = bearer(token);
+    let headers = authorization(auth.as_deref());
     let tier_path = |policy: &str, tier: &str| {
         format!(
             "/v1/admin/policies/{}/tiers/{}",
@@ -432,4 +424,16 @@ fn print_decision(raw: &RawResponse) -> anyhow::Result<()> {
     }
     println!("{line}");
     Ok(())
+}
+
+/// The `Authorization` value of `token`, if any.
+fn bearer(token: Option<&str>) -> Option<String> {
+    token.map(|token| format!("Bearer {token}"))
+}
+
+/// The request headers carrying `auth` (none without it).
+fn authorization(auth: Option<&str>) -> Vec<(&str, &str)> {
+    auth.map(|auth| ("authorization", auth))
+        .into_iter()
+        .collect()
 }

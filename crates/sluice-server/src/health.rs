@@ -218,7 +218,7 @@ impl Drop for Pending<'_> {
 
 /// The client of `settings` (Redis or Cluster).
 fn build(settings: &BackendSettings) -> Result<Arc<dyn Store>, ConfigError> {
-    crate::stores::store(settings)
+    crate::clients::store(settings)
 }
 
 #[async_trait]

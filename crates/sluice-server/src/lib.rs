@@ -7,8 +7,10 @@
 //!   SIGHUP reload and `--check-config` alike.
 //! - [`policy`]: policies compiled for the check path (parameters, header values, metric
 //!   slots); [`overrides`]: the file's policies merged with the run-time overrides.
+//! - [`app`]: [`App`], the state every listener shares (limiter, clock, policies and rules).
 //! - [`stores`]: the stores the settings describe (memory, Redis, Cluster, and with
-//!   `[region]` the global and replicated stores), built in one place; [`health`]: whether
+//!   `[region]` the global and replicated stores), built in one place from the clients of
+//!   [`clients`]; [`health`]: whether
 //!   a Redis backend's checks get answers (outage logs, readiness, rebuilding its client).
 //! - [`limiter`]: the one place that calls a store: resolves a check against its policy,
 //!   bounds the call, applies fail and shadow modes, records metrics and spans.
@@ -37,6 +39,8 @@
 //!    [`limiter::Verdict`], which [`http::answer`] turns into the body and the rate-limit
 //!    headers of the response.
 
+pub mod app;
+pub mod clients;
 pub mod clock;
 pub mod config;
 pub mod exposition;
@@ -56,63 +60,4 @@ pub mod telemetry;
 pub mod testing;
 pub mod top;
 
-use std::sync::Arc;
-use std::time::Duration;
-
-use arc_swap::ArcSwap;
-
-use crate::clock::Clock;
-use crate::config::{RegionSettings, Settings};
-use crate::limiter::Limiter;
-use crate::metrics::Metrics;
-use crate::overrides::RuntimeLimits;
-use crate::stores::Stores;
-
-/// The bound on store calls when the settings have none (process memory cannot hang; a test
-/// store standing in for Redis still gets one).
-const DEFAULT_TIMEOUT: Duration = Duration::from_millis(50);
-
-/// Everything a request handler needs: cheap to clone.
-#[derive(Debug, Clone)]
-pub struct App {
-    pub limiter: Arc<Limiter>,
-    pub clock: Arc<dyn Clock>,
-    /// The file's policies and the run-time overrides they are compiled with.
-    pub limits: Arc<RuntimeLimits>,
-    /// Where the overrides are stored (the backend's, shared by every daemon on it).
-    pub overrides: Arc<dyn sluice_store::OverrideStore>,
-    /// `admin.token`; `None` keeps the admin API off. Shared, as axum clones the app for
-    /// every request.
-    pub admin_token: Option<Arc<str>>,
-    /// `[[rls.descriptors]]`, swapped whole on reload.
-    pub rls: Arc<ArcSwap<rls::Rules>>,
-    /// `[forward_auth]`: how forward-auth finds the caller, swapped whole on reload.
-    pub forward_auth: Arc<ArcSwap<http::caller::CallerRules>>,
-    /// `[region]` as started: a reload cannot change it.
-    pub region: Arc<RegionSettings>,
-}
-
-impl App {
-    /// An app serving the compiled `settings` on `stores`, reading time from `clock`.
-    pub fn new(settings: Settings, stores: Stores, clock: Arc<dyn Clock>) -> App {
-        let timeout = settings.backend.timeout().unwrap_or(DEFAULT_TIMEOUT);
-        let limits = RuntimeLimits::new(settings.policy_configs);
-        let limiter = Limiter::new(
-            stores.local,
-            settings.policies,
-            Arc::new(Metrics::new()),
-            timeout,
-        )
-        .with_region(stores.region);
-        App {
-            limiter: Arc::new(limiter),
-            clock,
-            limits: Arc::new(limits),
-            overrides: stores.overrides,
-            admin_token: settings.admin_token,
-            rls: Arc::new(ArcSwap::from_pointee(settings.rls)),
-            forward_auth: Arc::new(ArcSwap::from_pointee(settings.forward_auth)),
-            region: Arc::new(settings.region),
-        }
-    }
-}
+pub use crate::app::App;

@@ -22,6 +22,9 @@ use sluice_store::{BatchObserver, ReplicationObserver, Store, StoreKind};
 
 use crate::histogram::{MAX_BUCKETS, StripedHistogram};
 
+/// `plan_tier` label of a check without a tier.
+pub const NO_TIER: &str = "none";
+
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 pub struct RequestLabels {
     pub status: &'static str,
@@ -334,7 +337,7 @@ impl Metrics {
         backend: &'static str,
         policies: impl IntoIterator<Item = &'a Arc<str>>,
     ) {
-        let none: Arc<str> = crate::policy::NO_TIER.into();
+        let none: Arc<str> = NO_TIER.into();
         for policy in policies {
             for status in ["allowed", "rejected"] {
                 drop(self.requests.get_or_create(&RequestLabels {

@@ -14,6 +14,7 @@ use sluice_core::{Algorithm, Params};
 use crate::config::error::FieldError;
 use crate::config::parse::{is_valid_name, parse_duration_ms};
 use crate::config::schema::PolicyConfig;
+pub use crate::metrics::NO_TIER;
 use crate::metrics::PolicyMeters;
 
 /// The maps the check path looks names up in: aHash, since SipHash over every policy, tier and
@@ -106,8 +107,6 @@ pub struct Policy {
     pub replication: Option<sluice_store::Replication>,
 }
 
-/// `plan_tier` label of a check without a tier.
-pub const NO_TIER: &str = "none";
 /// Label of a tier or endpoint the config does not name.
 pub const OTHER: &str = "other";
 

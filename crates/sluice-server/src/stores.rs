@@ -7,10 +7,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use sluice_store::{
-    ClusterStore, ConfigError, MemoryStore, OverrideStore, PeerBackend, RedisStore,
-    ReplicatedStore, ReplicatedStoreConfig, SharedBackend, Store,
+    ConfigError, MemoryStore, OverrideStore, PeerBackend, ReplicatedStore, ReplicatedStoreConfig,
+    Store,
 };
 
+use crate::clients::{shared, store, with_overrides};
 use crate::clock::Clock;
 use crate::config::{BackendSettings, RegionSettings};
 use crate::health::Watched;
@@ -93,37 +94,5 @@ fn watched(built: Arc<dyn Store>, settings: &BackendSettings) -> Arc<dyn Store> 
     match settings {
         BackendSettings::Memory(_) => built,
         _ => Arc::new(Watched::new(built, settings.clone())),
-    }
-}
-
-/// The store of `settings`.
-pub fn store(settings: &BackendSettings) -> Result<Arc<dyn Store>, ConfigError> {
-    with_overrides(settings).map(|(store, _)| store)
-}
-
-/// One backend as the store of the counters and as the keeper of the overrides.
-type WithOverrides = (Arc<dyn Store>, Arc<dyn OverrideStore>);
-
-/// The store of `settings`, and the same backend as the keeper of the overrides.
-fn with_overrides(settings: &BackendSettings) -> Result<WithOverrides, ConfigError> {
-    fn both<S: Store + OverrideStore>(store: S) -> WithOverrides {
-        let store = Arc::new(store);
-        (store.clone(), store)
-    }
-    Ok(match settings {
-        BackendSettings::Memory(config) => both(MemoryStore::new(*config)),
-        BackendSettings::Redis(config) => both(RedisStore::new(config.clone())?),
-        BackendSettings::Cluster(config) => both(ClusterStore::new(config.clone())?),
-    })
-}
-
-/// A backend other regions write into (never process memory: the compile refuses it).
-fn shared(settings: &BackendSettings) -> Result<SharedBackend, ConfigError> {
-    match settings {
-        BackendSettings::Redis(config) => Ok(RedisStore::new(config.clone())?.into()),
-        BackendSettings::Cluster(config) => Ok(ClusterStore::new(config.clone())?.into()),
-        BackendSettings::Memory(_) => Err(ConfigError::Client(
-            "process memory cannot be shared between regions".into(),
-        )),
     }
 }

@@ -14,9 +14,7 @@ use sluice_client::Client;
 
 mod common;
 
-use common::wait_for_socket;
-
-const BIN: &str = env!("CARGO_BIN_EXE_sluiced");
+use common::{BIN, second_daemon_refused, spawn_on, wait_for_socket};
 
 fn examples() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/sluice.toml")
@@ -143,13 +141,7 @@ impl Running {
         let socket = dir.path().join("d.sock");
         let config = dir.path().join("sluice.toml");
         write_config_with(&config, &socket, listen, policies);
-        let child = Command::new(BIN)
-            .arg("--config")
-            .arg(&config)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
+        let child = spawn_on(Command::new(BIN), &config);
         let running = Running {
             child,
             socket,
@@ -277,14 +269,7 @@ fn a_stale_socket_is_replaced_and_a_live_one_refused() {
         .unwrap();
     wait_for_socket(&socket);
 
-    let second = Command::new(BIN)
-        .arg("--config")
-        .arg(&config)
-        .output()
-        .unwrap();
-    assert!(!second.status.success());
-    let stderr = String::from_utf8_lossy(&second.stderr);
-    assert!(stderr.contains("already listening"), "{stderr}");
+    second_daemon_refused(&config);
     // The refused daemon left the live socket alone.
     assert!(std::os::unix::net::UnixStream::connect(&socket).is_ok());
     let _ = first.kill();
@@ -503,22 +488,33 @@ fn check_config_refuses_exactly_what_start_refuses() {
     let dir = tempfile::tempdir().unwrap();
     let socket = dir.path().join("s.sock");
     let policy = "[policies.p]\nalgorithm = \"gcra\"\nlimit = 1\nwindow = \"1s\"\n";
-    for (backend, field) in [
+    for (section, field) in [
         (
-            "kind = \"redis\"\nurl = \"redis://:hunter22@host:notaport/0\"",
+            "[backend]\nkind = \"redis\"\nurl = \"redis://:hunter22@host:notaport/0\"",
             "backend.url",
         ),
         (
-            "kind = \"cluster\"\nnodes = [\"redis://127.0.0.1:7000\", \"redis://:hunter22@h:x\"]",
+            "[backend]\nkind = \"cluster\"\nnodes = [\"redis://127.0.0.1:7000\", \"redis://:hunter22@h:x\"]",
             "backend.nodes[1]",
         ),
-        ("kind = \"redis\"\nurl = \"http://h:1\"", "backend.url"),
+        (
+            "[backend]\nkind = \"redis\"\nurl = \"http://h:1\"",
+            "backend.url",
+        ),
+        (
+            "[telemetry]\notlp_endpoint = \"grpc://collector:4317\"",
+            "telemetry.otlp_endpoint",
+        ),
+        (
+            "[telemetry]\notlp_endpoint = \"collector:4317\"",
+            "telemetry.otlp_endpoint",
+        ),
     ] {
         let path = dir.path().join("backend.toml");
         std::fs::write(
             &path,
             format!(
-                "[listen]\nunix = {socket:?}\nhttp = \"\"\n[backend]\n{backend}\n{policy}",
+                "[listen]\nunix = {socket:?}\nhttp = \"\"\n{section}\n{policy}",
                 socket = socket.display().to_string()
             ),
         )
@@ -527,10 +523,10 @@ fn check_config_refuses_exactly_what_start_refuses() {
         let started = start_refusing(&path);
         for out in [&checked, &started] {
             let stderr = String::from_utf8_lossy(&out.stderr);
-            assert_eq!(out.status.code(), Some(2), "{backend}: {stderr}");
+            assert_eq!(out.status.code(), Some(2), "{section}: {stderr}");
             assert!(
                 stderr.contains(&format!("{}: {field}: ", path.display())),
-                "{backend}: {stderr}"
+                "{section}: {stderr}"
             );
             assert!(!stderr.contains("hunter22"), "{stderr}");
         }

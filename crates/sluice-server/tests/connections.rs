@@ -8,12 +8,14 @@
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
-const BIN: &str = env!("CARGO_BIN_EXE_sluiced");
+mod common;
+
+use common::{BIN, spawn_on};
 
 const POLICY: &str = "[policies.p]\nalgorithm = \"gcra\"\nlimit = 1000000\nwindow = \"1s\"\n";
 
@@ -64,7 +66,7 @@ impl Running {
             ),
         )
         .unwrap();
-        let mut command = match prefix.split_first() {
+        let command = match prefix.split_first() {
             Some((program, args)) => {
                 let mut command = Command::new(program);
                 command.args(args).arg(BIN);
@@ -72,13 +74,7 @@ impl Running {
             }
             None => Command::new(BIN),
         };
-        let child = command
-            .arg("--config")
-            .arg(&config)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
+        let child = spawn_on(command, &config);
         let running = Running {
             child,
             unix: Endpoint::Unix(socket.clone()),

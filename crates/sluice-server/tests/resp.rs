@@ -18,9 +18,7 @@ use sluice_testkit::RedisServer;
 
 mod common;
 
-use common::wait_for_socket;
-
-const BIN: &str = env!("CARGO_BIN_EXE_sluiced");
+use common::{BIN, second_daemon_refused, spawn_on, wait_for_socket};
 
 const POLICIES: &str = r#"
 [policies.p]
@@ -110,13 +108,7 @@ fn write_config_on(dir: &Path, resp: &str, listen: &str, rest: &str) -> (PathBuf
 }
 
 fn spawn(config: &Path) -> Child {
-    Command::new(BIN)
-        .arg("--config")
-        .arg(config)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap()
+    spawn_on(Command::new(BIN), config)
 }
 
 /// Sends `request` and reads one reply of `len` bytes.
@@ -169,13 +161,7 @@ fn resp_replaces_a_stale_socket_keeps_its_file_mode_and_refuses_a_second_daemon(
         "{answer}"
     );
     // A second daemon on the same RESP socket is refused, and leaves it serving.
-    let second = Command::new(BIN)
-        .arg("--config")
-        .arg(&config)
-        .output()
-        .unwrap();
-    assert!(!second.status.success());
-    assert!(String::from_utf8_lossy(&second.stderr).contains("already listening"));
+    second_daemon_refused(&config);
     assert_eq!(redis_cli(&["-s", &sock, "PING"]).trim(), "PONG");
     let _ = child.kill();
     let _ = child.wait();

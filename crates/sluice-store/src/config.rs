@@ -134,7 +134,7 @@ impl ClusterStoreConfig {
             return Err(ConfigError::NoNodes);
         }
         for node in &self.nodes {
-            crate::redis::cluster::parse_node(node)?;
+            parse_node(node)?;
         }
         Ok(())
     }
@@ -194,6 +194,45 @@ pub(crate) fn check_common(
     Ok(())
 }
 
+/// `redis://[user:password@]host:port` → `(user, password)`, if any.
+pub(crate) fn credentials(url: &str) -> Option<(Option<String>, String)> {
+    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let (userinfo, _) = rest.split('/').next()?.rsplit_once('@')?;
+    match userinfo.split_once(':') {
+        Some((user, password)) => Some((
+            (!user.is_empty()).then(|| user.to_owned()),
+            password.to_owned(),
+        )),
+        None => Some((None, userinfo.to_owned())),
+    }
+}
+
+/// `redis://host:port` (or `host:port`) → `(host, port)`; the port defaults to 6379.
+pub(crate) fn parse_node(url: &str) -> Result<(String, u16), ConfigError> {
+    let invalid = |reason: &str| ConfigError::InvalidUrl {
+        url: redact_url(url),
+        reason: reason.to_owned(),
+    };
+    let rest = url
+        .strip_prefix("redis://")
+        .or_else(|| url.strip_prefix("redis-cluster://"))
+        .unwrap_or(url);
+    if rest.starts_with("rediss://") || url.starts_with("rediss://") {
+        return Err(invalid("TLS is not supported"));
+    }
+    let rest = rest.split('/').next().unwrap_or(rest);
+    let rest = rest.rsplit('@').next().unwrap_or(rest);
+    let (host, port) = match rest.rsplit_once(':') {
+        Some((host, port)) => (host, port.parse::<u16>().map_err(|_| invalid("bad port"))?),
+        None => (rest, 6379),
+    };
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    if host.is_empty() {
+        return Err(invalid("missing host"));
+    }
+    Ok((host.to_owned(), port))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -226,5 +265,26 @@ mod tests {
         .validate()
         .unwrap_err();
         assert!(!err.to_string().contains("hunter22"), "{err}");
+    }
+
+    #[test]
+    fn node_urls() {
+        assert_eq!(
+            parse_node("redis://127.0.0.1:7000").ok(),
+            Some(("127.0.0.1".into(), 7000))
+        );
+        assert_eq!(
+            parse_node("10.0.0.1:7001").ok(),
+            Some(("10.0.0.1".into(), 7001))
+        );
+        assert_eq!(parse_node("redis://h").ok(), Some(("h".into(), 6379)));
+        assert_eq!(parse_node("redis://:pw@h:1/0").ok(), Some(("h".into(), 1)));
+        assert!(parse_node("redis://h:x").is_err());
+        assert_eq!(credentials("redis://h:1"), None);
+        assert_eq!(credentials("redis://:pw@h:1"), Some((None, "pw".into())));
+        assert_eq!(
+            credentials("redis://u:pw@h:1"),
+            Some((Some("u".into()), "pw".into()))
+        );
     }
 }

@@ -150,7 +150,7 @@ async fn every_metric_the_dashboards_and_alerts_query_is_exported() {
 }
 
 #[tokio::test]
-async fn every_spec_metric_is_exported_with_its_type_before_it_has_samples() {
+async fn every_documented_metric_is_exported_with_its_type_before_it_has_samples() {
     let d = Daemon::start(sluice_tests::TEST_CONFIG).await;
     // Before any check: names come from `# TYPE` lines alone for metrics without samples.
     let before = d

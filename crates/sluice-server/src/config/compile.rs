@@ -13,10 +13,10 @@ use sluice_store::{ClusterStoreConfig, MemoryStoreConfig, RedisStoreConfig};
 
 use super::backend::{BackendSettings, check_store};
 use super::error::FieldError;
+use super::forward_auth::CallerRules;
 use super::parse::{parse_mode, parse_positive_duration};
 use super::region::{RegionSettings, compile_region};
 use super::schema::{BackendConfig, Config, ListenConfig, PolicyConfig, TelemetryConfig};
-use crate::http::caller::CallerRules;
 use crate::policy::PolicySet;
 use crate::rls::Rules;
 
@@ -389,6 +389,21 @@ fn compile_backend(
     (errors.len() == before).then_some(settings)
 }
 
+/// Whether `endpoint` is a URL the OTLP exporter can dial: a scheme of http or https and a
+/// host (what the exporter would otherwise refuse only at start).
+fn check_collector_url(endpoint: &str) -> Result<(), &'static str> {
+    let uri: http::Uri = endpoint.parse().map_err(|_| "is not a URL")?;
+    match uri.scheme_str() {
+        Some("http" | "https") => {}
+        Some(_) => return Err("has a scheme other than http or https"),
+        None => return Err("has no scheme"),
+    }
+    match uri.host() {
+        Some(host) if !host.is_empty() => Ok(()),
+        _ => Err("has no host"),
+    }
+}
+
 fn compile_telemetry(
     config: &TelemetryConfig,
     errors: &mut Vec<FieldError>,
@@ -411,10 +426,23 @@ fn compile_telemetry(
             LogFormat::Text
         }
     };
-    (errors.len() == before).then(|| TelemetrySettings {
-        otlp_endpoint: Some(config.otlp_endpoint.trim())
-            .filter(|endpoint| !endpoint.is_empty())
-            .map(str::to_owned),
+    let otlp_endpoint = Some(config.otlp_endpoint.trim())
+        .filter(|endpoint| !endpoint.is_empty())
+        .map(str::to_owned);
+    if let Some(endpoint) = &otlp_endpoint
+        && let Err(why) = check_collector_url(endpoint)
+    {
+        errors.push(FieldError::new(
+            "telemetry.otlp_endpoint",
+            format!(
+                "{:?} {why}; expected the http:// or https:// URL of an OTLP/gRPC collector, \
+                 e.g. \"http://127.0.0.1:4317\"",
+                sluice_store::redact_url(endpoint)
+            ),
+        ));
+    }
+    (errors.len() == before).then_some(TelemetrySettings {
+        otlp_endpoint,
         sample_ratio: config.sample_ratio,
         log_format,
     })

@@ -13,6 +13,7 @@ mod backend;
 mod compile;
 pub mod error;
 mod extract;
+pub mod forward_auth;
 pub mod load;
 pub mod parse;
 pub mod region;

@@ -304,7 +304,7 @@ peers = [ { name = "ap-northeast", kind = "redis", url = "redis://10.1.0.5:6379"
     }
 
     #[test]
-    fn the_spec_example_loads() {
+    fn the_documented_region_example_loads() {
         let toml = format!(
             "{REGION}
 [policies.billing]

@@ -17,7 +17,7 @@ use sluice_store::{LimitOverride, StoreError};
 use subtle::ConstantTimeEq;
 
 use super::error::{ApiError, json_response, parse_json};
-use crate::App;
+use crate::app::App;
 use crate::config::is_valid_name;
 use crate::overrides::{self, OverrideError};
 

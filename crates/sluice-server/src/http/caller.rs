@@ -20,8 +20,7 @@ use std::net::{IpAddr, SocketAddr};
 use http::{HeaderMap, HeaderName};
 
 use super::error::ApiError;
-use crate::config::FieldError;
-use crate::config::schema::ForwardAuthConfig;
+use crate::config::forward_auth::CallerRules;
 use sluice_api::MAX_KEY_BYTES;
 
 pub const FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
@@ -36,71 +35,7 @@ const IP_PREFIX: &str = "ip:";
 /// dozen bytes per hop; a longer list is refused rather than walked.
 pub const MAX_FORWARDED_FOR_BYTES: usize = 8 * 1024;
 
-/// The largest `forward_auth.trusted_hops`: more proxies than this in one chain is a
-/// misconfiguration, not a topology.
-pub const MAX_TRUSTED_HOPS: u64 = 64;
-
-/// `[forward_auth]`, compiled: how the caller is found.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CallerRules {
-    /// The header a proxy sets to the authenticated identity; `None`: keys are addresses only.
-    pub identity_header: Option<HeaderName>,
-    /// The client address is the `X-Forwarded-For` entry this many from the right (>= 1).
-    pub trusted_hops: usize,
-}
-
-impl Default for CallerRules {
-    fn default() -> Self {
-        CallerRules {
-            identity_header: None,
-            trusted_hops: 1,
-        }
-    }
-}
-
 impl CallerRules {
-    /// `[forward_auth]` checked: the header name must be a valid HTTP field name, the hop
-    /// count between 1 and [`MAX_TRUSTED_HOPS`].
-    pub fn compile(config: &ForwardAuthConfig) -> Result<CallerRules, Vec<FieldError>> {
-        let mut errors = Vec::new();
-        let name = config.identity_header.trim();
-        let identity_header = if name.is_empty() {
-            None
-        } else {
-            match HeaderName::from_bytes(name.as_bytes()) {
-                Ok(header) => Some(header),
-                Err(_) => {
-                    errors.push(FieldError::new(
-                        "forward_auth.identity_header",
-                        format!(
-                            "{name:?} is not an HTTP header name (letters, digits and \
-                             !#$%&'*+-.^_`|~, e.g. \"X-User-Id\"; \"\" = no identity header)"
-                        ),
-                    ));
-                    None
-                }
-            }
-        };
-        if !(1..=MAX_TRUSTED_HOPS).contains(&config.trusted_hops) {
-            errors.push(FieldError::new(
-                "forward_auth.trusted_hops",
-                format!(
-                    "{} is not between 1 and {MAX_TRUSTED_HOPS}: it is the number of proxies \
-                     that append to X-Forwarded-For (1 = the last entry)",
-                    config.trusted_hops
-                ),
-            ));
-        }
-        if !errors.is_empty() {
-            return Err(errors);
-        }
-        Ok(CallerRules {
-            identity_header,
-            // Bounded by MAX_TRUSTED_HOPS above.
-            trusted_hops: usize::try_from(config.trusted_hops).unwrap_or(1),
-        })
-    }
-
     /// The key of the caller of `headers`, or a 400 naming the header that is wrong.
     pub fn key_of(&self, headers: &HeaderMap) -> Result<String, ApiError> {
         if let Some(name) = &self.identity_header
@@ -233,6 +168,8 @@ fn parse_address(entry: &str, from: &HeaderName) -> Result<IpAddr, ApiError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::forward_auth::MAX_TRUSTED_HOPS;
+    use crate::config::schema::ForwardAuthConfig;
 
     fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
         let mut map = HeaderMap::new();

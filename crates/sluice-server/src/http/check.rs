@@ -14,7 +14,7 @@ use serde::de::{self, Deserializer, Visitor};
 
 use super::answer::{batch_response, body_of, check_answer, set_headers};
 use super::error::{ApiError, JSON, PROBLEM_JSON, body_rejection, parse_json};
-use crate::App;
+use crate::app::App;
 use crate::limiter::CheckInput;
 use crate::telemetry::TraceParent;
 

@@ -18,7 +18,7 @@ use http::{HeaderMap, StatusCode};
 
 use super::answer::{body_of, set_headers};
 use super::error::{ApiError, PROBLEM_JSON, json_response, json_with};
-use crate::App;
+use crate::app::App;
 use crate::limiter::CheckInput;
 
 /// The plan tier of the caller.

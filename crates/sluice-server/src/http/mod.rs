@@ -30,7 +30,7 @@ use http::{HeaderMap, HeaderValue, StatusCode};
 use serde::Serialize;
 use sluice_api::{MAX_BODY_BYTES, codes};
 
-use crate::App;
+use crate::app::App;
 use crate::exposition::Format;
 use error::{ApiError, json_response, method_not_allowed, not_found};
 

@@ -9,7 +9,7 @@ use http::StatusCode;
 use sluice_api::{TopEntry, TopErrorBound, TopResponse, codes};
 
 use super::error::{ApiError, json_response};
-use crate::App;
+use crate::app::App;
 use crate::top::{By, MAX_TOP, Period};
 
 /// `GET /v1/top?policy=P&by=rejected|checked&n=20&period=5m|60m`.

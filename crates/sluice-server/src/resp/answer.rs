@@ -12,7 +12,7 @@ use super::command::{COMMANDS, Command};
 use super::error::CommandError;
 use super::reply::{self, int, shown};
 use super::throttle::{self, ThrottleReply};
-use crate::App;
+use crate::app::App;
 use crate::limiter::{LimitError, Verdict};
 use crate::telemetry::TraceParent;
 

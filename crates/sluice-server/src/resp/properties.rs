@@ -11,7 +11,7 @@ use proptest::prelude::*;
 use super::answer::{Session, answer_all};
 use super::connection::frames;
 use super::frame::MAX_ARRAY_HEADERS;
-use crate::App;
+use crate::app::App;
 use crate::clock::ManualClock;
 use crate::stores::Stores;
 use crate::testing;

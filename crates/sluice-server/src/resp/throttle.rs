@@ -21,7 +21,7 @@ use sluice_store::Check;
 
 use super::error::{CommandError, integer, text};
 use super::reply::int;
-use crate::App;
+use crate::app::App;
 use crate::limiter::LimitError;
 
 /// The namespace of `CL.THROTTLE` state in the store: not a valid policy name.

@@ -36,15 +36,16 @@ use tonic::{Request, Response, Status};
 
 use super::Rules;
 use super::generated::envoy::config::core::v3::HeaderValue;
-use super::pb::rate_limit_response::rate_limit::Unit;
-use super::pb::rate_limit_response::{Code, DescriptorStatus, RateLimit};
-use super::pb::rate_limit_service_server::{RateLimitService, RateLimitServiceServer};
-use super::pb::{RateLimitRequest, RateLimitResponse};
-use crate::App;
+use super::generated::envoy::service::ratelimit::v3 as pb;
+use crate::app::App;
 use crate::http::answer::{body_of, set_headers};
 use crate::http::error::PROBLEM_JSON;
 use crate::limiter::{CheckInput, LimitError, Verdict};
 use crate::policy::Policy;
+use pb::rate_limit_response::rate_limit::Unit;
+use pb::rate_limit_response::{Code, DescriptorStatus, RateLimit};
+use pb::rate_limit_service_server::{RateLimitService, RateLimitServiceServer};
+use pb::{RateLimitRequest, RateLimitResponse};
 
 /// The gRPC service; cheap to clone.
 #[derive(Debug, Clone)]

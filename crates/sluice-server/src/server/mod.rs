@@ -29,7 +29,7 @@ use tokio::net::TcpListener;
 pub use self::gate::{ConnectionGate, ConnectionPermit, HTTP_OVERLOADED};
 pub use self::stop::Stop;
 pub use self::unix::{BoundUnix, bind_unix};
-use crate::App;
+use crate::app::App;
 use crate::config::ConnectionSettings;
 use crate::http;
 use crate::overrides;

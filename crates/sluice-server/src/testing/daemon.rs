@@ -11,7 +11,7 @@ use sluice_client::Client;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-use crate::App;
+use crate::app::App;
 use crate::clock::{Clock, ManualClock, SystemClock};
 use crate::config::ConnectionSettings;
 use crate::server::{self, Listeners};
@@ -54,7 +54,7 @@ impl Daemon {
     }
 
     async fn with_clocks(toml: &str, time: Arc<dyn Clock>, clock: Arc<ManualClock>) -> Daemon {
-        let settings = super::settings(toml);
+        let settings = super::settings::settings(toml);
         let connections = settings.listen.connections;
         let stores = Stores::build(&settings.backend, &settings.region, time.clone()).unwrap();
         Daemon::serving_with(App::new(settings, stores, time), clock, connections).await

@@ -4,26 +4,10 @@
 
 #[cfg(feature = "test-support")]
 mod daemon;
+mod settings;
 pub mod stores;
 
 #[cfg(feature = "test-support")]
 pub use daemon::{Daemon, T0};
+pub use settings::settings;
 pub use stores::{Down, Gate, Hung};
-
-use crate::config::{self, ConfigSource, Settings};
-
-/// `toml` compiled under the name `test.toml`, without reading the environment.
-///
-/// # Panics
-/// When `toml` is not a valid config: a test's own config is a bug of the test.
-#[allow(clippy::unwrap_used)]
-pub fn settings(toml: &str) -> Settings {
-    config::load_with_env(
-        &ConfigSource::Text {
-            name: "test.toml".to_owned(),
-            toml: toml.to_owned(),
-        },
-        figment::providers::Env::raw().only(&[]),
-    )
-    .unwrap()
-}

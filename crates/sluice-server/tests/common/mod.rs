@@ -6,7 +6,7 @@
 #![allow(clippy::unwrap_used, dead_code)]
 
 use std::path::Path;
-use std::process::{Child, Command, ExitStatus};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 /// Sends signal `name` (`TERM`, `HUP`, …) to `child`.
@@ -43,4 +43,32 @@ pub fn wait_for_socket(socket: &Path) {
         std::thread::sleep(Duration::from_millis(20));
     }
     panic!("sluiced did not start on {}", socket.display());
+}
+
+/// The daemon under test.
+pub const BIN: &str = env!("CARGO_BIN_EXE_sluiced");
+
+/// Starts `command` (sluiced, or a wrapper that runs it) on `config`, its output discarded.
+pub fn spawn_on(mut command: Command, config: &Path) -> Child {
+    command
+        .arg("--config")
+        .arg(config)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+/// Runs a second sluiced on the `config` of one that is serving, and returns what it printed:
+/// it must have been refused (its socket is taken).
+pub fn second_daemon_refused(config: &Path) -> String {
+    let second = Command::new(BIN)
+        .arg("--config")
+        .arg(config)
+        .output()
+        .unwrap();
+    assert!(!second.status.success());
+    let stderr = String::from_utf8_lossy(&second.stderr).into_owned();
+    assert!(stderr.contains("already listening"), "{stderr}");
+    stderr
 }

@@ -6,9 +6,10 @@ use std::sync::Arc;
 
 use sluice_core::{Algorithm, CheckError, Decision};
 
-use super::ScriptRunner;
+use super::group::Grouped;
 use super::group::{Groups, Joined, Pending};
 use super::keys;
+use super::runner::ScriptRunner;
 use super::scripts::{ScriptId, algorithm_code};
 use crate::{Check, StoreError};
 
@@ -85,7 +86,7 @@ fn push_params(args: &mut Vec<String>, check: &Check<'_>) {
 
 /// One check: through its algorithm's script when nothing is in flight on its slot, else in
 /// the next group call (see [`group`](super::group)).
-pub(crate) async fn check<R: ScriptRunner>(
+pub(crate) async fn check<R: Grouped>(
     runner: &Arc<R>,
     check: &Check<'_>,
     now_ms: u64,
@@ -109,7 +110,7 @@ pub(crate) async fn check<R: ScriptRunner>(
         .bounds()
         .call(async {
             runner.routable().await?;
-            let shared: Arc<dyn ScriptRunner> = Arc::clone(runner) as Arc<dyn ScriptRunner>;
+            let shared: Arc<dyn Grouped> = Arc::clone(runner) as Arc<dyn Grouped>;
             match Groups::join(&shared, slot, pending) {
                 Joined::Lead(lead, pending) => {
                     let decision = alone(&*shared, pending).await;
@@ -125,7 +126,7 @@ pub(crate) async fn check<R: ScriptRunner>(
 }
 
 /// One check through its algorithm's script.
-async fn alone(runner: &dyn ScriptRunner, pending: Pending) -> Result<Decision, StoreError> {
+async fn alone(runner: &dyn Grouped, pending: Pending) -> Result<Decision, StoreError> {
     let params = &pending.params;
     let algorithm = params.algorithm;
     let args = vec![
@@ -225,7 +226,7 @@ async fn refund(
 /// the caller stops waiting (its timeout), the task still finishes, and a batch denied on one
 /// slot is still refunded on the others instead of leaving half its consumption behind. Every
 /// command in it is bounded by the client's command timeout.
-pub(crate) async fn check_all<R: ScriptRunner>(
+pub(crate) async fn check_all<R: Grouped>(
     runner: &Arc<R>,
     checks: &[Check<'_>],
     now_ms: u64,

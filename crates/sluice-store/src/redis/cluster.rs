@@ -29,12 +29,14 @@ use fred::types::FromValue;
 use fred::types::scripts::Script;
 
 use super::bounds::Bounds;
+use super::group::Grouped;
 use super::group::Groups;
 use super::keys::{self, Layout};
 use super::redirect::{self, Redirects};
+use super::runner::ScriptRunner;
+use super::script_store::script_store;
 use super::scripts::ScriptId;
-use super::{ScriptRunner, script_store};
-use crate::config::{ClusterStoreConfig, ConfigError, check_common};
+use crate::config::{ClusterStoreConfig, ConfigError, check_common, credentials, parse_node};
 use crate::{StoreError, StoreKind};
 
 /// Rate-limit state in a Redis Cluster.
@@ -64,45 +66,6 @@ impl std::fmt::Debug for ClusterClient {
             .field("timeout", &self.bounds.timeout())
             .finish_non_exhaustive()
     }
-}
-
-/// `redis://[user:password@]host:port` → `(user, password)`, if any.
-fn credentials(url: &str) -> Option<(Option<String>, String)> {
-    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
-    let (userinfo, _) = rest.split('/').next()?.rsplit_once('@')?;
-    match userinfo.split_once(':') {
-        Some((user, password)) => Some((
-            (!user.is_empty()).then(|| user.to_owned()),
-            password.to_owned(),
-        )),
-        None => Some((None, userinfo.to_owned())),
-    }
-}
-
-/// `redis://host:port` (or `host:port`) → `(host, port)`; the port defaults to 6379.
-pub(crate) fn parse_node(url: &str) -> Result<(String, u16), ConfigError> {
-    let invalid = |reason: &str| ConfigError::InvalidUrl {
-        url: crate::config::redact_url(url),
-        reason: reason.to_owned(),
-    };
-    let rest = url
-        .strip_prefix("redis://")
-        .or_else(|| url.strip_prefix("redis-cluster://"))
-        .unwrap_or(url);
-    if rest.starts_with("rediss://") || url.starts_with("rediss://") {
-        return Err(invalid("TLS is not supported"));
-    }
-    let rest = rest.split('/').next().unwrap_or(rest);
-    let rest = rest.rsplit('@').next().unwrap_or(rest);
-    let (host, port) = match rest.rsplit_once(':') {
-        Some((host, port)) => (host, port.parse::<u16>().map_err(|_| invalid("bad port"))?),
-        None => (rest, 6379),
-    };
-    let host = host.trim_start_matches('[').trim_end_matches(']');
-    if host.is_empty() {
-        return Err(invalid("missing host"));
-    }
-    Ok((host.to_owned(), port))
 }
 
 impl ClusterStore {
@@ -236,6 +199,12 @@ impl ClusterClient {
     }
 }
 
+impl Grouped for ClusterClient {
+    fn groups(&self) -> &Groups {
+        &self.groups
+    }
+}
+
 #[async_trait]
 impl ScriptRunner for ClusterClient {
     fn kind(&self) -> StoreKind {
@@ -248,10 +217,6 @@ impl ScriptRunner for ClusterClient {
 
     fn bounds(&self) -> &Bounds {
         &self.bounds
-    }
-
-    fn groups(&self) -> &Groups {
-        &self.groups
     }
 
     fn slot(&self, key: &str) -> u16 {
@@ -298,31 +263,5 @@ impl ScriptRunner for ClusterClient {
                     .map_err(|e| map_error(&e))
             })
             .await
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{credentials, parse_node};
-
-    #[test]
-    fn node_urls() {
-        assert_eq!(
-            parse_node("redis://127.0.0.1:7000").ok(),
-            Some(("127.0.0.1".into(), 7000))
-        );
-        assert_eq!(
-            parse_node("10.0.0.1:7001").ok(),
-            Some(("10.0.0.1".into(), 7001))
-        );
-        assert_eq!(parse_node("redis://h").ok(), Some(("h".into(), 6379)));
-        assert_eq!(parse_node("redis://:pw@h:1/0").ok(), Some(("h".into(), 1)));
-        assert!(parse_node("redis://h:x").is_err());
-        assert_eq!(credentials("redis://h:1"), None);
-        assert_eq!(credentials("redis://:pw@h:1"), Some((None, "pw".into())));
-        assert_eq!(
-            credentials("redis://u:pw@h:1"),
-            Some((Some("u".into()), "pw".into()))
-        );
     }
 }

@@ -19,7 +19,7 @@ use parking_lot::{Mutex, RwLock};
 use sluice_core::{Decision, Params};
 use tokio::sync::oneshot;
 
-use super::ScriptRunner;
+use super::runner::ScriptRunner;
 use super::scripts::{ScriptId, algorithm_code};
 use crate::{BatchObserver, StoreError};
 
@@ -114,6 +114,12 @@ struct Queued {
     answer: oneshot::Sender<Result<Decision, StoreError>>,
 }
 
+/// A [`ScriptRunner`] that groups checks: it keeps the queues of its slots.
+pub(crate) trait Grouped: ScriptRunner {
+    /// The checks queued behind calls in flight.
+    fn groups(&self) -> &Groups;
+}
+
 /// The slots with a call in flight, each with the checks queued behind it.
 #[derive(Debug, Default)]
 pub(crate) struct Groups {
@@ -134,7 +140,7 @@ pub(crate) enum Joined {
 /// The right to the one call in flight on a slot. Dropped (the call returned, or its caller
 /// gave up), it sends what queued meanwhile, in a task of its own.
 pub(crate) struct Lead {
-    runner: Arc<dyn ScriptRunner>,
+    runner: Arc<dyn Grouped>,
     slot: u16,
 }
 
@@ -171,7 +177,7 @@ impl Groups {
     }
 
     /// Leads the slot of `pending` when it is free, else queues it.
-    pub(crate) fn join(runner: &Arc<dyn ScriptRunner>, slot: u16, pending: Pending) -> Joined {
+    pub(crate) fn join(runner: &Arc<dyn Grouped>, slot: u16, pending: Pending) -> Joined {
         let mut lanes = runner.groups().lanes.lock();
         match lanes.get_mut(&slot) {
             None => {
@@ -192,7 +198,7 @@ impl Groups {
 }
 
 /// Sends the checks queued on `slot`, a group per call, until none is left.
-async fn drain(runner: Arc<dyn ScriptRunner>, slot: u16) {
+async fn drain(runner: Arc<dyn Grouped>, slot: u16) {
     loop {
         let group = {
             let mut lanes = runner.groups().lanes.lock();
@@ -223,7 +229,7 @@ async fn drain(runner: Arc<dyn ScriptRunner>, slot: u16) {
 }
 
 /// One `group` call for `group`, each check answered on its channel.
-async fn send(runner: &dyn ScriptRunner, mut group: Vec<Queued>) {
+async fn send(runner: &dyn Grouped, mut group: Vec<Queued>) {
     let mut keys = Vec::with_capacity(group.len());
     let mut args = Vec::with_capacity(2 + 6 * group.len());
     args.push(group.len().to_string());

@@ -1,7 +1,7 @@
 //! Run-time limit overrides in Redis, written once over [`ScriptRunner`] for both backends.
 //!
-//! Each override is the hash `{prefix}:config:{policy}:{tier}` (fields `limit`, `burst`), as
-//! the contract names it. Beside them, the set `{prefix}:config-index` lists the overrides
+//! Each override is the hash `{prefix}:config:{policy}:{tier}` (fields `limit`, `burst`), the
+//! documented key layout. Beside them, the set `{prefix}:config-index` lists the overrides
 //! (`policy:tier` members, so a listing needs no SCAN of the keyspace) and the counter
 //! `{prefix}:config-version` is bumped by every change, so daemons poll one small key to learn
 //! that something changed. A change writes the hash first and bumps the version last: a
@@ -14,7 +14,7 @@
 
 use std::collections::HashMap;
 
-use super::ScriptRunner;
+use super::runner::ScriptRunner;
 use super::scripts::ScriptId;
 use crate::{LimitOverride, StoreError};
 

@@ -53,9 +53,9 @@ use async_trait::async_trait;
 use parking_lot::{Mutex, RwLock};
 use sluice_core::{Algorithm, Decision};
 
-use super::ScriptRunner;
 use super::checks;
 use super::keys;
+use super::runner::ScriptRunner;
 use super::scripts::ScriptId;
 use crate::{Check, ClusterStore, RedisStore, Store, StoreError, StoreKind};
 

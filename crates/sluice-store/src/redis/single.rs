@@ -14,10 +14,12 @@ use ::redis::{FromRedisValue, RedisError};
 use async_trait::async_trait;
 
 use super::bounds::Bounds;
+use super::group::Grouped;
 use super::group::Groups;
 use super::keys::Layout;
+use super::runner::ScriptRunner;
+use super::script_store::script_store;
 use super::scripts::ScriptId;
-use super::{ScriptRunner, script_store};
 use crate::config::{ConfigError, RedisStoreConfig};
 use crate::{StoreError, StoreKind};
 
@@ -126,6 +128,12 @@ impl SingleClient {
     }
 }
 
+impl Grouped for SingleClient {
+    fn groups(&self) -> &Groups {
+        &self.groups
+    }
+}
+
 #[async_trait]
 impl ScriptRunner for SingleClient {
     fn kind(&self) -> StoreKind {
@@ -138,10 +146,6 @@ impl ScriptRunner for SingleClient {
 
     fn bounds(&self) -> &Bounds {
         &self.bounds
-    }
-
-    fn groups(&self) -> &Groups {
-        &self.groups
     }
 
     async fn eval(

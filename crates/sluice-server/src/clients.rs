@@ -1,0 +1,42 @@
+//! The client of one backend's settings (memory, Redis or Cluster), in one place for the
+//! stores the daemon starts with and for the watchdog that rebuilds a failing client.
+
+use std::sync::Arc;
+
+use sluice_store::{
+    ClusterStore, ConfigError, MemoryStore, OverrideStore, RedisStore, SharedBackend, Store,
+};
+
+use crate::config::BackendSettings;
+
+/// The store of `settings`.
+pub fn store(settings: &BackendSettings) -> Result<Arc<dyn Store>, ConfigError> {
+    with_overrides(settings).map(|(store, _)| store)
+}
+
+/// One backend as the store of the counters and as the keeper of the overrides.
+pub type WithOverrides = (Arc<dyn Store>, Arc<dyn OverrideStore>);
+
+/// The store of `settings`, and the same backend as the keeper of the overrides.
+pub fn with_overrides(settings: &BackendSettings) -> Result<WithOverrides, ConfigError> {
+    fn both<S: Store + OverrideStore>(store: S) -> WithOverrides {
+        let store = Arc::new(store);
+        (store.clone(), store)
+    }
+    Ok(match settings {
+        BackendSettings::Memory(config) => both(MemoryStore::new(*config)),
+        BackendSettings::Redis(config) => both(RedisStore::new(config.clone())?),
+        BackendSettings::Cluster(config) => both(ClusterStore::new(config.clone())?),
+    })
+}
+
+/// A backend other regions write into (never process memory: the compile refuses it).
+pub fn shared(settings: &BackendSettings) -> Result<SharedBackend, ConfigError> {
+    match settings {
+        BackendSettings::Redis(config) => Ok(RedisStore::new(config.clone())?.into()),
+        BackendSettings::Cluster(config) => Ok(ClusterStore::new(config.clone())?.into()),
+        BackendSettings::Memory(_) => Err(ConfigError::Client(
+            "process memory cannot be shared between regions".into(),
+        )),
+    }
+}
