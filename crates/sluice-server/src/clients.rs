@@ -9,11 +9,6 @@ use sluice_store::{
 
 use crate::config::BackendSettings;
 
-/// The store of `settings`.
-pub fn store(settings: &BackendSettings) -> Result<Arc<dyn Store>, ConfigError> {
-    with_overrides(settings).map(|(store, _)| store)
-}
-
 /// One backend as the store of the counters and as the keeper of the overrides.
 pub type WithOverrides = (Arc<dyn Store>, Arc<dyn OverrideStore>);
 

@@ -19,8 +19,11 @@ use arc_swap::ArcSwap;
 use async_trait::async_trait;
 use parking_lot::Mutex;
 use sluice_core::Decision;
-use sluice_store::{BatchObserver, Check, ConfigError, Store, StoreError, StoreKind};
+use sluice_store::{
+    BatchObserver, Check, LimitOverride, OverrideStore, Store, StoreError, StoreKind,
+};
 
+use crate::clients::WithOverrides;
 use crate::config::BackendSettings;
 
 /// Failed checks in a row before the backend counts as down (one timeout is no outage).
@@ -114,9 +117,12 @@ impl Tracker {
 }
 
 /// A Redis or Cluster store whose health is tracked and whose client is rebuilt when it
-/// fails every call for too long.
+/// fails every call for too long. It is also the keeper of the overrides on that backend, so
+/// a rebuild gives the admin API and the overrides poll the new client too.
 pub struct Watched {
-    current: ArcSwap<Arc<dyn Store>>,
+    current: ArcSwap<WithOverrides>,
+    /// Given to every client built, the rebuilt ones included.
+    observer: Mutex<Option<Arc<dyn BatchObserver>>>,
     settings: BackendSettings,
     /// For logs: the address, credentials redacted.
     address: String,
@@ -133,11 +139,13 @@ impl std::fmt::Debug for Watched {
 }
 
 impl Watched {
-    /// Watches `store`, built from `settings` (and rebuilt from them).
-    pub fn new(store: Arc<dyn Store>, settings: BackendSettings) -> Watched {
+    /// Watches `client` (its store and its keeper of the overrides), built from `settings`
+    /// (and rebuilt from them).
+    pub fn new(client: WithOverrides, settings: BackendSettings) -> Watched {
         Watched {
-            kind: store.kind(),
-            current: ArcSwap::from_pointee(store),
+            kind: client.0.kind(),
+            current: ArcSwap::from_pointee(client),
+            observer: Mutex::new(None),
             address: settings.address(),
             settings,
             tracker: Mutex::new(Tracker::new()),
@@ -145,7 +153,11 @@ impl Watched {
     }
 
     fn store(&self) -> Arc<dyn Store> {
-        Arc::clone(&self.current.load())
+        Arc::clone(&self.current.load().0)
+    }
+
+    fn overrides(&self) -> Arc<dyn OverrideStore> {
+        Arc::clone(&self.current.load().1)
     }
 
     /// Records one check's outcome and acts on the transition it makes.
@@ -183,9 +195,12 @@ impl Watched {
     /// A new client from the settings in place of the current one; calls in flight finish
     /// on the old one, which closes once the last of them is done.
     fn rebuild(&self) {
-        match build(&self.settings) {
-            Ok(store) => {
-                self.current.store(Arc::new(store));
+        match crate::clients::with_overrides(&self.settings) {
+            Ok(client) => {
+                if let Some(observer) = &*self.observer.lock() {
+                    client.0.set_batch_observer(Arc::clone(observer));
+                }
+                self.current.store(Arc::new(client));
                 tracing::warn!(
                     backend = %self.kind,
                     address = %self.address,
@@ -214,11 +229,6 @@ impl Drop for Pending<'_> {
             self.watched.record::<()>(&Err(StoreError::Timeout));
         }
     }
-}
-
-/// The client of `settings` (Redis or Cluster).
-fn build(settings: &BackendSettings) -> Result<Arc<dyn Store>, ConfigError> {
-    crate::clients::store(settings)
 }
 
 #[async_trait]
@@ -270,11 +280,33 @@ impl Store for Watched {
     }
 
     fn set_batch_observer(&self, observer: Arc<dyn BatchObserver>) {
+        *self.observer.lock() = Some(Arc::clone(&observer));
         self.store().set_batch_observer(observer);
     }
 
     fn evicted_keys(&self) -> Vec<(String, u64)> {
         self.store().evicted_keys()
+    }
+}
+
+/// The overrides go to the current client, untracked: an admin call or the version poll says
+/// nothing about whether checks are answered.
+#[async_trait]
+impl OverrideStore for Watched {
+    async fn put(&self, change: &LimitOverride) -> Result<(), StoreError> {
+        self.overrides().put(change).await
+    }
+
+    async fn delete(&self, policy: &str, tier: &str) -> Result<bool, StoreError> {
+        self.overrides().delete(policy, tier).await
+    }
+
+    async fn list(&self) -> Result<(u64, Vec<LimitOverride>), StoreError> {
+        self.overrides().list().await
+    }
+
+    async fn version(&self) -> Result<u64, StoreError> {
+        self.overrides().version().await
     }
 }
 

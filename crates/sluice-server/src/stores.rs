@@ -11,7 +11,7 @@ use sluice_store::{
     Store,
 };
 
-use crate::clients::{shared, store, with_overrides};
+use crate::clients::{WithOverrides, shared, with_overrides};
 use crate::clock::Clock;
 use crate::config::{BackendSettings, RegionSettings};
 use crate::health::Watched;
@@ -53,12 +53,11 @@ impl Stores {
         region: &RegionSettings,
         clock: Arc<dyn Clock>,
     ) -> Result<Stores, ConfigError> {
-        let (local, overrides) = with_overrides(backend)?;
-        let local = watched(local, backend);
+        let (local, overrides) = watched(with_overrides(backend)?, backend);
         let mut stores = RegionStores::default();
         if let Some(global) = &region.global {
             let timeout = global.timeout().unwrap_or(Duration::from_secs(1));
-            stores.global = Some((watched(store(global)?, global), timeout));
+            stores.global = Some((watched(with_overrides(global)?, global).0, timeout));
         }
         if let Some(local_shared) = &region.local {
             let peers = region
@@ -88,11 +87,15 @@ impl Stores {
     }
 }
 
-/// The store of `settings`, its health tracked and its client rebuilt when it fails every
-/// call for too long (process memory needs neither).
-fn watched(built: Arc<dyn Store>, settings: &BackendSettings) -> Arc<dyn Store> {
+/// The client of `settings`, its health tracked and rebuilt when it fails every call for too
+/// long (process memory needs neither): the store of the counters and the keeper of the
+/// overrides, both on the current client.
+fn watched(client: WithOverrides, settings: &BackendSettings) -> WithOverrides {
     match settings {
-        BackendSettings::Memory(_) => built,
-        _ => Arc::new(Watched::new(built, settings.clone())),
+        BackendSettings::Memory(_) => client,
+        _ => {
+            let watched = Arc::new(Watched::new(client, settings.clone()));
+            (watched.clone(), watched)
+        }
     }
 }

@@ -726,3 +726,135 @@ async fn an_outage_logs_one_warn_and_one_info_and_readyz_follows_the_checks() {
     let _ = child.kill();
     let _ = child.wait();
 }
+
+/// What an operator reads on the first day, from the real daemon's stderr: one startup line
+/// naming version, config, backend, listeners, policies and whether the admin API is on; a
+/// backend that fails every check for a while gets its client rebuilt (logged), and serves
+/// again once Redis is up, without a restart; an admin change as `limit a→b burst c→d`; and
+/// never the admin token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_startup_line_the_watchdog_and_admin_changes_are_logged_without_the_token() {
+    const TOKEN: &str = "tok-5ecret-never-logged";
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("stderr.log");
+    let socket = dir.path().join("d.sock");
+    let config = dir.path().join("sluice.toml");
+    // Nothing listens on the backend's port yet: every check fails until Redis starts there.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    write_config_with(
+        &config,
+        &socket,
+        "",
+        &format!(
+            "[admin]\ntoken = \"{TOKEN}\"\n[backend]\nkind = \"redis\"\n\
+             url = \"redis://127.0.0.1:{port}\"\ntimeout = \"100ms\"\n\
+             [policies.p]\nalgorithm = \"fixed_window\"\nlimit = 1000\nwindow = \"1h\"\n\
+             fail = \"closed\"\n"
+        ),
+    );
+    let mut child = Command::new(BIN)
+        .arg("--config")
+        .arg(&config)
+        .env("RUST_LOG", "debug")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    wait_for_socket(&socket);
+    let client = Client::unix(&socket).with_timeout(Duration::from_secs(5));
+
+    let text = std::fs::read_to_string(&log).unwrap();
+    let started = text
+        .lines()
+        .find(|l| l.contains("sluiced started"))
+        .unwrap_or_else(|| panic!("no startup line in:\n{text}"));
+    for part in [
+        env!("CARGO_PKG_VERSION"),
+        &config.display().to_string(),
+        "backend=redis",
+        &format!("127.0.0.1:{port}"),
+        &socket.display().to_string(),
+        "policies=p",
+        "admin_api=\"on\"",
+    ] {
+        assert!(started.contains(part), "{part:?} missing from {started}");
+    }
+
+    // Every check fails for longer than the watchdog waits: the client is rebuilt.
+    let failing = std::time::Instant::now();
+    while lines_with(&log, "backend client rebuilt") == 0 {
+        assert_eq!(check_status(&client).await, 503);
+        assert!(
+            failing.elapsed() < Duration::from_secs(30),
+            "no rebuild logged:\n{}",
+            std::fs::read_to_string(&log).unwrap()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Redis comes up on that port: checks are answered, no restart.
+    let redis = Command::new("redis-server")
+        .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+        .args(["--save", "", "--appendonly", "no"])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut redis = scopeguard(redis);
+    until_answered(&client, Duration::from_secs(15)).await;
+
+    let auth = format!("Bearer {TOKEN}");
+    let set = client
+        .send(
+            Method::PUT,
+            "/v1/admin/policies/p/tiers/pro",
+            &[
+                ("authorization", auth.as_str()),
+                ("content-type", "application/json"),
+            ],
+            r#"{"limit": 2000, "burst": 4000}"#,
+        )
+        .await
+        .unwrap();
+    assert_eq!(set.status, 200, "{:?}", String::from_utf8_lossy(&set.body));
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        text.lines()
+            .any(|l| l.contains("policy=p tier=pro limit 1000→2000 burst 1000→4000")),
+        "{text}"
+    );
+    assert!(
+        !text.contains(TOKEN),
+        "the admin token reached the log:\n{text}"
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+    let _ = redis.0.kill();
+    let _ = redis.0.wait();
+}
+
+/// Kills the process when the test ends, also when it fails.
+struct Guard(Child);
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn scopeguard(child: Child) -> Guard {
+    Guard(child)
+}
+
+#[test]
+fn sluiced_help_names_the_environment_signals_and_log_filter() {
+    let out = Command::new(BIN).arg("--help").output().unwrap();
+    assert!(out.status.success());
+    let help = String::from_utf8_lossy(&out.stdout);
+    for part in ["SLUICE_", "SIGHUP", "RUST_LOG", "--check-config"] {
+        assert!(help.contains(part), "{part} missing from:\n{help}");
+    }
+}
