@@ -17,6 +17,7 @@ mod errors;
 mod features;
 mod forward_auth;
 mod headers;
+mod imports;
 mod layer;
 mod nginx;
 mod resp;
