@@ -509,6 +509,16 @@ fn check_config_refuses_exactly_what_start_refuses() {
             "[telemetry]\notlp_endpoint = \"collector:4317\"",
             "telemetry.otlp_endpoint",
         ),
+        (
+            "[region]\nname = \"us-east\"\n\
+             global = { kind = \"redis\", url = \"redis://:hunter22@10.0.0.5:notaport\" }",
+            "region.global.url",
+        ),
+        (
+            "[region]\nname = \"us-east\"\n\
+             peers = [ { name = \"ap\", kind = \"redis\", url = \"redis://u:hunter22@h:x/0\" } ]",
+            "region.peers[0].url",
+        ),
     ] {
         let path = dir.path().join("backend.toml");
         std::fs::write(

@@ -816,12 +816,17 @@ mod tests {
         assert!(keys.slots.capacity() < 100, "{}", keys.slots.capacity());
     }
 
-    #[tokio::test]
-    async fn tracked_keys_never_exceed_max_keys_and_the_soonest_expiring_go_first() {
-        let store = MemoryStore::new(MemoryStoreConfig {
+    /// One shard of at most 64 keys: eviction on almost every new key.
+    fn small_store() -> MemoryStore {
+        MemoryStore::new(MemoryStoreConfig {
             max_keys: 64,
             shards: 1,
-        });
+        })
+    }
+
+    #[tokio::test]
+    async fn tracked_keys_never_exceed_max_keys_and_the_soonest_expiring_go_first() {
+        let store = small_store();
         // One long-lived key, then many short-lived ones pushing the store past its bound.
         let long = fixed(5, 3_600_000);
         store.check(&check("long", long, 1), T0).await.unwrap();
@@ -948,10 +953,7 @@ mod tests {
     /// a small tier that used up its 3 goes after keys of a large tier that used 10 of 1000.
     #[tokio::test]
     async fn each_key_is_ranked_against_the_limit_it_was_checked_with() {
-        let store = MemoryStore::new(MemoryStoreConfig {
-            max_keys: 64,
-            shards: 1,
-        });
+        let store = small_store();
         let small = fixed(3, 3_600_000);
         let large = fixed(1000, 3_600_000);
         store.check(&check("small", small, 3), T0).await.unwrap();
