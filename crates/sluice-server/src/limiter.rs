@@ -11,6 +11,7 @@ use arc_swap::ArcSwap;
 use sluice_api::{MAX_BATCH, MAX_KEY_BYTES};
 use sluice_core::{CheckError, Decision};
 use sluice_store::{Check, Store, StoreError, StoreKind};
+use smallvec::{SmallVec, smallvec};
 use tracing::Span;
 
 use crate::metrics::{Metrics, PolicyTierLabels, RequestLabels};
@@ -18,6 +19,10 @@ use crate::policy::{FailMode, Limit, NO_TIER, OTHER, Policy, PolicySet, Scope};
 use crate::stores::RegionStores;
 use crate::telemetry::{self, TraceParent};
 use crate::top::TopKeys;
+
+/// The checks, decisions and verdicts of one call: one, for every single check, without a heap
+/// allocation; a batch spills to the heap.
+type Few<T> = SmallVec<[T; 1]>;
 
 /// The `op` of a batch call in `rate_limit_redis_duration_seconds`.
 const BATCH_OP: &str = "batch";
@@ -292,6 +297,7 @@ impl Limiter {
     ) -> Result<Vec<Verdict>, LimitError> {
         self.decide_traced(inputs, Shape::Batch, now_ms, parent)
             .await
+            .map(SmallVec::into_vec)
     }
 
     /// The one path of every check, single or batch: decide under a `ratelimit.check` span
@@ -302,7 +308,7 @@ impl Limiter {
         shape: Shape,
         now_ms: u64,
         parent: &TraceParent,
-    ) -> Result<Vec<Verdict>, LimitError> {
+    ) -> Result<Few<Verdict>, LimitError> {
         let span = telemetry::check_span(parent);
         let result = self.decide(inputs, shape, now_ms, &span).await;
         if !span.is_disabled() {
@@ -345,7 +351,7 @@ impl Limiter {
         shape: Shape,
         now_ms: u64,
         span: &Span,
-    ) -> Result<Vec<Verdict>, LimitError> {
+    ) -> Result<Few<Verdict>, LimitError> {
         if inputs.is_empty() || inputs.len() > MAX_BATCH {
             return Err(LimitError::BadRequest {
                 message: format!(
@@ -355,7 +361,7 @@ impl Limiter {
                 field: Some("checks".to_owned()),
             });
         }
-        let mut resolved = Vec::with_capacity(inputs.len());
+        let mut resolved: Few<Resolved<'_>> = SmallVec::with_capacity(inputs.len());
         {
             // A guard, not a clone of the set's `Arc`: no reference count shared by every
             // thread is written. The resolved checks hold what they need.
@@ -483,14 +489,17 @@ impl Limiter {
         scope: Scope,
         now_ms: u64,
         span: &Span,
-    ) -> Result<Vec<Decision>, StoreError> {
+    ) -> Result<Few<Decision>, StoreError> {
         let ([one], Shape::One) = (resolved, shape) else {
             let checks: Vec<Check<'_>> = resolved.iter().map(|r| r.check).collect();
-            return self.call_store_all(&checks, scope, now_ms, span).await;
+            return self
+                .call_store_all(&checks, scope, now_ms, span)
+                .await
+                .map(SmallVec::from_vec);
         };
         self.call_store_one(&one.check, scope, now_ms, span)
             .await
-            .map(|decision| vec![decision])
+            .map(|decision| smallvec![decision])
     }
 
     /// The store call of one check under the `op` of its algorithm (on the memory store
@@ -626,11 +635,11 @@ impl Limiter {
     /// a batch): allowed degraded only if every policy fails open.
     fn failed(
         &self,
-        resolved: Vec<Resolved<'_>>,
+        resolved: Few<Resolved<'_>>,
         err: &StoreError,
         now_ms: u64,
         started: Instant,
-    ) -> Result<Vec<Verdict>, LimitError> {
+    ) -> Result<Few<Verdict>, LimitError> {
         if let StoreError::Check(CheckError::CostExceedsCapacity { cost, capacity }) = err {
             let (policy, field) = match resolved.as_slice() {
                 [one] => (one.policy.name.to_string(), "cost"),
