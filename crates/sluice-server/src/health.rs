@@ -275,6 +275,10 @@ impl Store for Watched {
         self.store().tracked_keys()
     }
 
+    fn bounds_its_calls(&self) -> bool {
+        self.store().bounds_its_calls()
+    }
+
     fn housekeep(&self, now_ms: u64) {
         self.store().housekeep(now_ms);
     }

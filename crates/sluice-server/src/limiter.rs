@@ -91,8 +91,12 @@ pub struct Limiter {
     store: Arc<dyn Store>,
     policies: ArcSwap<PolicySet>,
     metrics: Arc<Metrics>,
-    /// `None` for the memory backend, which cannot hang.
+    /// The bound of a local check call: `None` for the memory backend, which cannot hang, and
+    /// for a store that bounds its own calls (Redis), so each check has one timer.
     timeout: Option<Duration>,
+    /// `backend.timeout` on Redis (`None` on memory): the bound of a readiness ping and of the
+    /// replicated store's calls, which do not bound themselves.
+    bound: Option<Duration>,
     /// The `backend` label of `rate_limit_redis_duration_seconds`, for the Redis backends.
     redis: Option<&'static str>,
     other: Arc<str>,
@@ -121,7 +125,8 @@ impl Limiter {
         timeout: Duration,
     ) -> Self {
         let kind = store.kind();
-        let timeout = kind.is_redis().then_some(timeout);
+        let bound = kind.is_redis().then_some(timeout);
+        let timeout = bound.filter(|_| !store.bounds_its_calls());
         let redis = kind.is_redis().then_some(kind.as_str());
         metrics.prime(kind.as_str(), policies.names());
         store.set_batch_observer(metrics.batch_observer());
@@ -132,6 +137,7 @@ impl Limiter {
             policies: ArcSwap::from_pointee(policies),
             metrics,
             timeout,
+            bound,
             redis,
             other: OTHER.into(),
             none: NO_TIER.into(),
@@ -165,7 +171,7 @@ impl Limiter {
                 )),
             },
             Scope::Replicated => match &self.region.replicated {
-                Some(store) => Ok((store, self.timeout, self.redis)),
+                Some(store) => Ok((store, self.bound, self.redis)),
                 None => Err(StoreError::Unavailable(
                     "no peer regions ([region] peers) are configured".into(),
                 )),
@@ -218,7 +224,7 @@ impl Limiter {
 
     /// Whether the backend answers, within the timeout.
     pub async fn ready(&self) -> Result<(), StoreError> {
-        within(self.timeout, self.store.ping()).await
+        within(self.bound, self.store.ping()).await
     }
 
     /// Decides one check at `now_ms`, starting a trace if it is sampled.

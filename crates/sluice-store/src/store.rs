@@ -78,6 +78,12 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
         None
     }
 
+    /// Whether this store bounds each of its check calls by its own timeout (the Redis stores
+    /// do, in-flight bound and queueing included), so a caller adds no second timer per check.
+    fn bounds_its_calls(&self) -> bool {
+        false
+    }
+
     /// Decides every check; consumes for all of them only if every one is allowed.
     ///
     /// When any is denied nothing is consumed: each result still says whether that check

@@ -31,6 +31,10 @@ macro_rules! script_store {
                 $crate::redis::checks::check_all(&self.client, checks, now_ms).await
             }
 
+            fn bounds_its_calls(&self) -> bool {
+                true
+            }
+
             async fn ping(&self) -> Result<(), $crate::StoreError> {
                 $crate::redis::runner::ScriptRunner::ping(&*self.client).await
             }
