@@ -11,7 +11,6 @@ use arc_swap::ArcSwap;
 use sluice_api::{MAX_BATCH, MAX_KEY_BYTES};
 use sluice_core::{CheckError, Decision};
 use sluice_store::{Check, Store, StoreError, StoreKind};
-use smallvec::{SmallVec, smallvec};
 use tracing::Span;
 
 use crate::metrics::{Metrics, PolicyTierLabels, RequestLabels};
@@ -19,10 +18,6 @@ use crate::policy::{FailMode, Limit, NO_TIER, OTHER, Policy, PolicySet, Scope};
 use crate::stores::RegionStores;
 use crate::telemetry::{self, TraceParent};
 use crate::top::TopKeys;
-
-/// The checks, decisions and verdicts of one call: one, for every single check, without a heap
-/// allocation; a batch spills to the heap.
-type Few<T> = SmallVec<[T; 1]>;
 
 /// The `op` of a batch call in `rate_limit_redis_duration_seconds`.
 const BATCH_OP: &str = "batch";
@@ -239,10 +234,17 @@ impl Limiter {
         now_ms: u64,
         parent: &TraceParent,
     ) -> Result<Verdict, LimitError> {
-        let mut verdicts = self
-            .decide_traced(std::slice::from_ref(input), Shape::One, now_ms, parent)
-            .await?;
-        verdicts.pop().ok_or(LimitError::BackendUnavailable)
+        let span = telemetry::check_span(parent);
+        let result = self.decide_one(input, Shape::One, now_ms, &span).await;
+        if !span.is_disabled() {
+            self.trace_outcome(
+                &span,
+                std::slice::from_ref(input),
+                Shape::One,
+                result.as_ref().map(std::slice::from_ref),
+            );
+        }
+        result
     }
 
     /// Decides `check` on this region's store outside every policy, for a caller that names
@@ -301,63 +303,101 @@ impl Limiter {
         now_ms: u64,
         parent: &TraceParent,
     ) -> Result<Vec<Verdict>, LimitError> {
-        self.decide_traced(inputs, Shape::Batch, now_ms, parent)
-            .await
-            .map(SmallVec::into_vec)
-    }
-
-    /// The one path of every check, single or batch: decide under a `ratelimit.check` span
-    /// and record the outcome on it.
-    async fn decide_traced(
-        &self,
-        inputs: &[CheckInput<'_>],
-        shape: Shape,
-        now_ms: u64,
-        parent: &TraceParent,
-    ) -> Result<Few<Verdict>, LimitError> {
         let span = telemetry::check_span(parent);
-        let result = self.decide(inputs, shape, now_ms, &span).await;
+        let result = match inputs {
+            [one] => self
+                .decide_one(one, Shape::Batch, now_ms, &span)
+                .await
+                .map(|verdict| vec![verdict]),
+            _ => self.decide(inputs, now_ms, &span).await,
+        };
         if !span.is_disabled() {
-            span.record("ratelimit.backend", self.store.kind().as_str());
-            match inputs {
-                [one] if shape == Shape::One => span.record("ratelimit.policy", one.policy),
-                _ => {
-                    span.record(
-                        "ratelimit.checks",
-                        i64::try_from(inputs.len()).unwrap_or(i64::MAX),
-                    );
-                    let mut names: Vec<&str> = inputs.iter().map(|i| i.policy).collect();
-                    names.sort_unstable();
-                    names.dedup();
-                    span.record("ratelimit.policy", names.join(",").as_str())
-                }
-            };
-            match &result {
-                Ok(verdicts) => {
-                    span.record("ratelimit.allowed", verdicts.iter().all(|v| v.allowed));
-                    if verdicts.iter().any(|v| v.degraded) {
-                        span.record("ratelimit.degraded", true);
-                    }
-                }
-                Err(LimitError::BackendUnavailable) => {
-                    span.record("ratelimit.allowed", false);
-                    span.record("otel.status_code", "ERROR");
-                }
-                Err(_) => {}
-            }
+            self.trace_outcome(&span, inputs, Shape::Batch, result.as_deref());
         }
         result
     }
 
-    /// Resolves `inputs`, decides them in one store call (all-or-nothing for a batch) and
-    /// turns the decisions, or the store's failure, into verdicts.
-    async fn decide(
+    /// Records on the `ratelimit.check` span of `inputs` what was decided: the policy (a
+    /// batch: how many checks and their policies), whether it was allowed or degraded, and a
+    /// backend failure as the span's error.
+    fn trace_outcome(
         &self,
+        span: &Span,
         inputs: &[CheckInput<'_>],
+        shape: Shape,
+        result: Result<&[Verdict], &LimitError>,
+    ) {
+        span.record("ratelimit.backend", self.store.kind().as_str());
+        match inputs {
+            [one] if shape == Shape::One => span.record("ratelimit.policy", one.policy),
+            _ => {
+                span.record(
+                    "ratelimit.checks",
+                    i64::try_from(inputs.len()).unwrap_or(i64::MAX),
+                );
+                let mut names: Vec<&str> = inputs.iter().map(|i| i.policy).collect();
+                names.sort_unstable();
+                names.dedup();
+                span.record("ratelimit.policy", names.join(",").as_str())
+            }
+        };
+        match result {
+            Ok(verdicts) => {
+                span.record("ratelimit.allowed", verdicts.iter().all(|v| v.allowed));
+                if verdicts.iter().any(|v| v.degraded) {
+                    span.record("ratelimit.degraded", true);
+                }
+            }
+            Err(LimitError::BackendUnavailable) => {
+                span.record("ratelimit.allowed", false);
+                span.record("otel.status_code", "ERROR");
+            }
+            Err(_) => {}
+        }
+    }
+
+    /// Resolves one check (a single check, or a batch of one), decides it in one store call
+    /// and turns the decision, or the store's failure, into its verdict. Nothing to mix or to
+    /// decide again, so none of a batch's bookkeeping.
+    async fn decide_one(
+        &self,
+        input: &CheckInput<'_>,
         shape: Shape,
         now_ms: u64,
         span: &Span,
-    ) -> Result<Few<Verdict>, LimitError> {
+    ) -> Result<Verdict, LimitError> {
+        let at = (shape == Shape::Batch).then_some(0);
+        let one = self.resolve(&self.policies.load(), input, at)?;
+        let started = Instant::now();
+        let scope = one.policy.scope;
+        let decided = match shape {
+            Shape::One => self.call_store_one(&one.check, scope, now_ms, span).await,
+            Shape::Batch => self
+                .call_store_all(std::slice::from_ref(&one.check), scope, now_ms, span)
+                .await
+                .and_then(|mut decisions| {
+                    decisions
+                        .pop()
+                        .ok_or_else(|| StoreError::Backend("the store answered no decision".into()))
+                }),
+        };
+        match decided {
+            Ok(decision) => Ok(self.verdict(one, decision, now_ms, started)),
+            Err(err) => self
+                .failed(vec![one], &err, now_ms, started)?
+                .pop()
+                .ok_or(LimitError::BackendUnavailable),
+        }
+    }
+
+    /// Resolves a batch of `inputs`, decides them all-or-nothing in one store call and turns
+    /// the decisions, or the store's failure, into verdicts.
+    async fn decide(
+        &self,
+        inputs: &[CheckInput<'_>],
+        now_ms: u64,
+        span: &Span,
+    ) -> Result<Vec<Verdict>, LimitError> {
         if inputs.is_empty() || inputs.len() > MAX_BATCH {
             return Err(LimitError::BadRequest {
                 message: format!(
@@ -367,14 +407,13 @@ impl Limiter {
                 field: Some("checks".to_owned()),
             });
         }
-        let mut resolved: Few<Resolved<'_>> = SmallVec::with_capacity(inputs.len());
+        let mut resolved = Vec::with_capacity(inputs.len());
         {
             // A guard, not a clone of the set's `Arc`: no reference count shared by every
             // thread is written. The resolved checks hold what they need.
             let policies = self.policies.load();
             for (i, input) in inputs.iter().enumerate() {
-                let at = (shape == Shape::Batch).then_some(i);
-                resolved.push(self.resolve(&policies, input, at)?);
+                resolved.push(self.resolve(&policies, input, Some(i))?);
             }
         }
         let scope = resolved[0].policy.scope;
@@ -401,7 +440,8 @@ impl Limiter {
             }
         }
         let started = Instant::now();
-        let mut decisions = match self.call_store(&resolved, shape, scope, now_ms, span).await {
+        let checks: Vec<Check<'_>> = resolved.iter().map(|r| r.check).collect();
+        let mut decisions = match self.call_store_all(&checks, scope, now_ms, span).await {
             Ok(decisions) => decisions,
             Err(err) => return self.failed(resolved, &err, now_ms, started),
         };
@@ -484,28 +524,6 @@ impl Limiter {
             limit,
             policy: policy.clone(),
         })
-    }
-
-    /// The store call of `resolved`, under its own span and, on Redis, timed: one check under
-    /// the `op` of its algorithm (on the memory store without a wait), a batch as one call.
-    async fn call_store(
-        &self,
-        resolved: &[Resolved<'_>],
-        shape: Shape,
-        scope: Scope,
-        now_ms: u64,
-        span: &Span,
-    ) -> Result<Few<Decision>, StoreError> {
-        let ([one], Shape::One) = (resolved, shape) else {
-            let checks: Vec<Check<'_>> = resolved.iter().map(|r| r.check).collect();
-            return self
-                .call_store_all(&checks, scope, now_ms, span)
-                .await
-                .map(SmallVec::from_vec);
-        };
-        self.call_store_one(&one.check, scope, now_ms, span)
-            .await
-            .map(|decision| smallvec![decision])
     }
 
     /// The store call of one check under the `op` of its algorithm (on the memory store
@@ -641,11 +659,11 @@ impl Limiter {
     /// a batch): allowed degraded only if every policy fails open.
     fn failed(
         &self,
-        resolved: Few<Resolved<'_>>,
+        resolved: Vec<Resolved<'_>>,
         err: &StoreError,
         now_ms: u64,
         started: Instant,
-    ) -> Result<Few<Verdict>, LimitError> {
+    ) -> Result<Vec<Verdict>, LimitError> {
         if let StoreError::Check(CheckError::CostExceedsCapacity { cost, capacity }) = err {
             let (policy, field) = match resolved.as_slice() {
                 [one] => (one.policy.name.to_string(), "cost"),

@@ -766,14 +766,16 @@ async fn the_startup_line_the_watchdog_and_admin_changes_are_logged_without_the_
              fail = \"closed\"\n"
         ),
     );
-    let mut child = Command::new(BIN)
-        .arg("--config")
-        .arg(&config)
-        .env("RUST_LOG", "debug")
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .unwrap();
+    let _daemon = Guard(
+        Command::new(BIN)
+            .arg("--config")
+            .arg(&config)
+            .env("RUST_LOG", "debug")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap(),
+    );
     wait_for_socket(&socket);
     let client = Client::unix(&socket).with_timeout(Duration::from_secs(5));
 
@@ -806,13 +808,14 @@ async fn the_startup_line_the_watchdog_and_admin_changes_are_logged_without_the_
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     // Redis comes up on that port: checks are answered, no restart.
-    let redis = Command::new("redis-server")
-        .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-        .args(["--save", "", "--appendonly", "no"])
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut redis = scopeguard(redis);
+    let _redis = Guard(
+        Command::new("redis-server")
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
     until_answered(&client, Duration::from_secs(15)).await;
 
     let auth = format!("Bearer {TOKEN}");
@@ -839,10 +842,6 @@ async fn the_startup_line_the_watchdog_and_admin_changes_are_logged_without_the_
         !text.contains(TOKEN),
         "the admin token reached the log:\n{text}"
     );
-    let _ = child.kill();
-    let _ = child.wait();
-    let _ = redis.0.kill();
-    let _ = redis.0.wait();
 }
 
 /// Kills the process when the test ends, also when it fails.
@@ -853,10 +852,6 @@ impl Drop for Guard {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
-}
-
-fn scopeguard(child: Child) -> Guard {
-    Guard(child)
 }
 
 #[test]
