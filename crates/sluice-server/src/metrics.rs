@@ -615,3 +615,26 @@ impl BatchObserver for BatchSizes {
             .observe(checks as f64);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Loopback Redis latencies (tens to hundreds of µs) land in buckets of their own, and the
+    /// 50 ms bucket the alert rules read stays.
+    #[test]
+    fn the_latency_histograms_resolve_sub_millisecond_calls() {
+        let metrics = Metrics::new();
+        metrics.backend_call("redis", "fixed_window", 0.000_2);
+        let text = metrics.encode();
+        for le in ["0.0001", "0.00025", "0.0005", "0.001", "0.05", "0.1"] {
+            let bucket = format!(
+                "rate_limit_redis_duration_seconds_bucket{{le=\"{le}\",backend=\"redis\",op=\"fixed_window\"}}"
+            );
+            assert!(text.contains(&bucket), "{bucket} missing from:\n{text}");
+        }
+        let below = "rate_limit_redis_duration_seconds_bucket{le=\"0.00025\",backend=\"redis\",op=\"fixed_window\"} 1";
+        assert!(text.contains(below), "{text}");
+        assert!(CHECK_BUCKETS.starts_with(&[0.000_025, 0.000_05, 0.000_1]));
+    }
+}
