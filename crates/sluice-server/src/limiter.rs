@@ -86,11 +86,11 @@ pub struct Limiter {
     store: Arc<dyn Store>,
     policies: ArcSwap<PolicySet>,
     metrics: Arc<Metrics>,
-    /// The bound of a local check call: `None` for the memory backend, which cannot hang, and
-    /// for a store that bounds its own calls (Redis), so each check has one timer.
+    /// The limiter's bound on a local check call ([`outer_bound`]): `None` for the memory
+    /// backend, which cannot hang, and for a store that bounds its own calls.
     timeout: Option<Duration>,
-    /// `backend.timeout` on Redis (`None` on memory): the bound of a readiness ping and of the
-    /// replicated store's calls, which do not bound themselves.
+    /// `backend.timeout` on Redis (`None` on memory): the bound of a readiness ping, and of
+    /// the replicated store's calls unless it bounds them itself.
     bound: Option<Duration>,
     /// The `backend` label of `rate_limit_redis_duration_seconds`, for the Redis backends.
     redis: Option<&'static str>,
@@ -121,7 +121,7 @@ impl Limiter {
     ) -> Self {
         let kind = store.kind();
         let bound = kind.is_redis().then_some(timeout);
-        let timeout = bound.filter(|_| !store.bounds_its_calls());
+        let timeout = bound.and_then(|bound| outer_bound(&*store, bound));
         let redis = kind.is_redis().then_some(kind.as_str());
         metrics.prime(kind.as_str(), policies.names());
         store.set_batch_observer(metrics.batch_observer());
@@ -160,13 +160,17 @@ impl Limiter {
         match scope {
             Scope::Local => Ok((&*self.store, self.timeout, self.redis)),
             Scope::Global => match &self.region.global {
-                Some((store, timeout)) => Ok((&**store, Some(*timeout), None)),
+                Some((store, timeout)) => Ok((&**store, outer_bound(&**store, *timeout), None)),
                 None => Err(StoreError::Unavailable(
                     "no global backend ([region] global) is configured".into(),
                 )),
             },
             Scope::Replicated => match &self.region.replicated {
-                Some(store) => Ok((store, self.bound, self.redis)),
+                Some(store) => Ok((
+                    store,
+                    self.bound.and_then(|bound| outer_bound(store, bound)),
+                    self.redis,
+                )),
                 None => Err(StoreError::Unavailable(
                     "no peer regions ([region] peers) are configured".into(),
                 )),
@@ -697,6 +701,12 @@ impl Limiter {
             })
             .collect())
     }
+}
+
+/// The bound the limiter puts around a call to `store` that must end within `timeout`: none
+/// when the store bounds its own calls (the Redis stores), so each check runs one timer.
+fn outer_bound(store: &dyn Store, timeout: Duration) -> Option<Duration> {
+    (!store.bounds_its_calls()).then_some(timeout)
 }
 
 /// `call` bounded by `timeout` when there is one (the memory store has none: it cannot hang).

@@ -750,11 +750,7 @@ async fn the_startup_line_the_watchdog_and_admin_changes_are_logged_without_the_
     let socket = dir.path().join("d.sock");
     let config = dir.path().join("sluice.toml");
     // Nothing listens on the backend's port yet: every check fails until Redis starts there.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = sluice_testkit::free_port();
     write_config_with(
         &config,
         &socket,
@@ -808,14 +804,7 @@ async fn the_startup_line_the_watchdog_and_admin_changes_are_logged_without_the_
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     // Redis comes up on that port: checks are answered, no restart.
-    let _redis = Guard(
-        Command::new("redis-server")
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no"])
-            .stdout(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let _redis = sluice_testkit::RedisServer::start_on(port);
     until_answered(&client, Duration::from_secs(15)).await;
 
     let auth = format!("Bearer {TOKEN}");

@@ -51,11 +51,7 @@ impl Running {
     fn start(listen: &str, prefix: &[&str]) -> Running {
         let dir = tempfile::tempdir().unwrap();
         let socket = dir.path().join("d.sock");
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        let port = sluice_testkit::free_port();
         let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
         let config = dir.path().join("sluice.toml");
         std::fs::write(

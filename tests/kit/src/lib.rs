@@ -213,12 +213,18 @@ pub struct RedisServer {
 impl RedisServer {
     /// Starts a server and waits until it answers `PING`.
     pub fn start() -> RedisServer {
+        RedisServer::start_on(free_port())
+    }
+
+    /// Starts a server on `port` (one a daemon was pointed at before Redis was up) and waits
+    /// until it answers `PING`.
+    pub fn start_on(port: u16) -> RedisServer {
         require_tools();
         let dir = match tempfile::tempdir() {
             Ok(dir) => dir,
             Err(e) => panic!("cannot create a temporary directory: {e}"),
         };
-        let mut node = Node::new(free_port(), dir.path().to_owned(), Vec::new());
+        let mut node = Node::new(port, dir.path().to_owned(), Vec::new());
         node.spawn();
         RedisServer { node, _dir: dir }
     }

@@ -226,7 +226,7 @@ async fn refund(
 /// the caller stops waiting (its timeout), the task still finishes, and a batch denied on one
 /// slot is still refunded on the others instead of leaving half its consumption behind. Every
 /// command in it is bounded by the client's command timeout.
-pub(crate) async fn check_all<R: Grouped>(
+pub(crate) async fn check_all<R: ScriptRunner>(
     runner: &Arc<R>,
     checks: &[Check<'_>],
     now_ms: u64,
