@@ -124,6 +124,10 @@ pub trait BatchObserver: Send + Sync + std::fmt::Debug {
     /// A script call to a `backend` carried `checks` single checks (1: a check alone; more:
     /// checks that queued behind a call in flight and went as one group).
     fn batch(&self, backend: StoreKind, checks: usize);
+
+    /// A group call to a cluster master did not run `checks` of its checks (their slots had
+    /// moved, or were moving): they went again each alone, following the redirection.
+    fn sent_again(&self, _backend: StoreKind, _checks: usize) {}
 }
 
 /// Where run-time limit overrides live, apart from the counters: every daemon sharing a

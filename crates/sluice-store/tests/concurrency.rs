@@ -74,6 +74,87 @@ async fn concurrent_checks_admit_exactly_the_limit() {
     }
 }
 
+/// Checks and the script calls that carried them.
+#[derive(Debug, Default)]
+struct Carried {
+    checks: AtomicU64,
+    calls: AtomicU64,
+}
+
+impl BatchObserver for Carried {
+    fn batch(&self, _backend: StoreKind, checks: usize) {
+        self.checks.fetch_add(checks as u64, Ordering::Relaxed);
+        self.calls.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Many tasks over many keys (on as many slots, in a cluster): every key admits exactly its
+/// limit, and on Redis the checks went grouped, several per call. On a cluster that needs a
+/// group per master: keys on distinct slots would rarely wait behind each other on one slot.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn many_keys_group_per_master_and_admit_exactly() {
+    const KEYS: usize = 200;
+    const LIMIT: u64 = 5;
+    const CHECKS_PER_TASK: usize = 50; // 16 checks per key
+    let servers = common::Servers::start();
+    let now = common::now_ms();
+    let keys: Arc<Vec<String>> = Arc::new((0..KEYS).map(|i| format!("user:{i}")).collect());
+    let mut slots: Vec<u16> = keys
+        .iter()
+        .map(|k| sluice_store::keys::slot("many", k))
+        .collect();
+    slots.sort_unstable();
+    slots.dedup();
+    assert!(slots.len() > KEYS * 9 / 10, "{} slots", slots.len());
+    for algorithm in [Algorithm::SlidingWindowCounter, Algorithm::Gcra] {
+        let params = Params::new(algorithm, LIMIT, 3_600_000, LIMIT).unwrap();
+        let prefix = format!("many-{algorithm}");
+        for (name, store) in common::all_stores(&servers, &prefix).await {
+            let carried = Arc::new(Carried::default());
+            store.set_batch_observer(carried.clone());
+            let admitted: Arc<Vec<AtomicU64>> =
+                Arc::new((0..KEYS).map(|_| AtomicU64::new(0)).collect());
+            let mut tasks = Vec::new();
+            for t in 0..TASKS * 2 {
+                let (store, keys, admitted) =
+                    (Arc::clone(&store), Arc::clone(&keys), Arc::clone(&admitted));
+                tasks.push(tokio::spawn(async move {
+                    for i in 0..CHECKS_PER_TASK {
+                        let key = (t * 7 + i * 13) % KEYS;
+                        let check = Check {
+                            policy: "many",
+                            key: &keys[key],
+                            params,
+                            cost: 1,
+                        };
+                        if store.check(&check, now).await.unwrap().allowed {
+                            admitted[key].fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                }));
+            }
+            for task in tasks {
+                task.await.unwrap();
+            }
+            let checks = (TASKS * 2 * CHECKS_PER_TASK) as u64;
+            for (key, n) in admitted.iter().enumerate() {
+                let n = n.load(Ordering::Relaxed);
+                assert_eq!(n, LIMIT, "{name} {algorithm}: key {key} admitted {n}");
+            }
+            if store.kind().is_redis() {
+                let carried_checks = carried.checks.load(Ordering::Relaxed);
+                let calls = carried.calls.load(Ordering::Relaxed);
+                println!("{name} {algorithm}: {checks} checks in {calls} script calls");
+                assert_eq!(carried_checks, checks, "{name}: every check in one call");
+                assert!(
+                    calls * 2 <= checks,
+                    "{name} {algorithm}: {checks} checks took {calls} calls: not grouped"
+                );
+            }
+        }
+    }
+}
+
 /// Racing batches over two keys (on different slots in the cluster, so consume-then-refund)
 /// and single checks on one of them: every key ends exactly at `limit - what was admitted`,
 /// so no refund was lost or applied twice, and no key was ever over-admitted.

@@ -4,61 +4,15 @@
 
 use std::sync::Arc;
 
-use sluice_core::{Algorithm, CheckError, Decision};
+use sluice_core::{CheckError, Decision};
 
+use super::answers::{FIELDS, Outcome, outcome};
 use super::group::Grouped;
-use super::group::{Groups, Joined, Pending};
+use super::group::{Groups, Joined, Pending, alone};
 use super::keys;
 use super::runner::ScriptRunner;
 use super::scripts::{ScriptId, algorithm_code};
 use crate::{Check, StoreError};
-
-/// What one script answers for one check.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Outcome {
-    pub decision: Decision,
-    /// `remaining` and `reset_ms` of the state before this check (a cost-0 peek).
-    before_remaining: u64,
-    before_reset_ms: u64,
-    /// What the refund script needs to find this consumption again.
-    token: u64,
-}
-
-/// Fields a script answers per check.
-const FIELDS: usize = 8;
-
-fn outcome(limit: u64, fields: &[i64]) -> Result<Outcome, StoreError> {
-    let [
-        allowed,
-        remaining,
-        reset,
-        retry,
-        delay,
-        before_remaining,
-        before_reset,
-        token,
-    ] = fields
-    else {
-        return Err(StoreError::Backend(format!(
-            "script answered {} fields, expected {FIELDS}",
-            fields.len()
-        )));
-    };
-    let n = |v: &i64| u64::try_from(*v).unwrap_or(0);
-    Ok(Outcome {
-        decision: Decision {
-            allowed: *allowed == 1,
-            limit,
-            remaining: n(remaining),
-            reset_ms: n(reset),
-            retry_after_ms: n(retry),
-            delay_ms: n(delay),
-        },
-        before_remaining: n(before_remaining),
-        before_reset_ms: n(before_reset),
-        token: n(token),
-    })
-}
 
 /// Refuses what the core would refuse, before anything is sent.
 pub(crate) fn validate(check: &Check<'_>) -> Result<(), StoreError> {
@@ -84,7 +38,7 @@ fn push_params(args: &mut Vec<String>, check: &Check<'_>) {
     args.push(check.cost.to_string());
 }
 
-/// One check: through its algorithm's script when nothing is in flight on its slot, else in
+/// One check: through its algorithm's script when nothing is in flight on its lane, else in
 /// the next group call (see [`group`](super::group)).
 pub(crate) async fn check<R: Grouped>(
     runner: &Arc<R>,
@@ -99,7 +53,7 @@ pub(crate) async fn check<R: Grouped>(
         check.key,
         check.params.algorithm,
     );
-    let slot = keys.first().map_or(0, |key| runner.slot(key));
+    let lane = runner.lane(&keys, now_ms);
     let pending = Pending {
         keys,
         params: check.params,
@@ -111,9 +65,9 @@ pub(crate) async fn check<R: Grouped>(
         .call(async {
             runner.routable().await?;
             let shared: Arc<dyn Grouped> = Arc::clone(runner) as Arc<dyn Grouped>;
-            match Groups::join(&shared, slot, pending) {
+            match Groups::join(&shared, lane, pending) {
                 Joined::Lead(lead, pending) => {
-                    let decision = alone(&*shared, pending).await;
+                    let decision = alone(&*shared, &pending).await;
                     drop(lead);
                     decision
                 }
@@ -123,26 +77,6 @@ pub(crate) async fn check<R: Grouped>(
             }
         })
         .await
-}
-
-/// One check through its algorithm's script.
-async fn alone(runner: &dyn Grouped, pending: Pending) -> Result<Decision, StoreError> {
-    let params = &pending.params;
-    let algorithm = params.algorithm;
-    let args = vec![
-        pending.now_ms.to_string(),
-        params.limit.to_string(),
-        params.window_ms.to_string(),
-        params.burst.to_string(),
-        pending.cost.to_string(),
-        u64::from(algorithm == Algorithm::LeakyBucket).to_string(),
-        runner.layout().ttl_grace_ms.to_string(),
-    ];
-    runner.groups().observe(runner, 1);
-    let answer = runner
-        .eval(ScriptId::check(algorithm), pending.keys, args)
-        .await?;
-    Ok(outcome(params.limit, &answer)?.decision)
 }
 
 /// The KEYS and ARGV of a batch or refund call: `now`, the count and the TTL grace, then per

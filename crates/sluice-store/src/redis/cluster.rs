@@ -22,8 +22,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use fred::prelude::{
-    Builder, Client, ClientLike, Config, Error as FredError, ErrorKind, ReconnectPolicy,
-    ServerConfig,
+    Builder, Client, ClientLike, ClusterInterface, Config, Error as FredError, ErrorKind,
+    ReconnectPolicy, ServerConfig,
 };
 use fred::types::FromValue;
 use fred::types::scripts::Script;
@@ -32,8 +32,9 @@ use super::bounds::Bounds;
 use super::group::Grouped;
 use super::group::Groups;
 use super::keys::{self, Layout};
+use super::masters::Masters;
 use super::redirect::{self, Redirects};
-use super::runner::ScriptRunner;
+use super::runner::{Lane, ScriptRunner};
 use super::script_store::script_store;
 use super::scripts::ScriptId;
 use crate::config::{ClusterStoreConfig, ConfigError, check_common, credentials, parse_node};
@@ -57,6 +58,8 @@ pub(crate) struct ClusterClient {
     layout: Layout,
     bounds: Bounds,
     groups: Groups,
+    /// The master of each slot: the lanes of one-key checks.
+    masters: Masters,
 }
 
 impl std::fmt::Debug for ClusterClient {
@@ -144,6 +147,7 @@ impl ClusterStore {
                 scripts,
                 layout: Layout::new(config.prefix, config.ttl_grace),
                 groups: Groups::default(),
+                masters: Masters::default(),
                 bounds: Bounds::new(timeout, max_in_flight),
             }),
         })
@@ -171,30 +175,49 @@ fn map_error(e: &FredError) -> StoreError {
 }
 
 impl ClusterClient {
+    /// EVALSHA of `script`, following MOVED and ASK (see [`redirect`]).
     async fn invoke<T: FromValue + redis::FromRedisValue>(
         &self,
         script: ScriptId,
         keys: Vec<String>,
         args: Vec<String>,
     ) -> Result<T, StoreError> {
-        let index = script.index();
-        let (Some(compiled), Some(id)) = (self.scripts.get(index), ScriptId::ALL.get(index)) else {
+        match self.invoke_here(script, &keys, &args).await? {
+            Some(answer) => Ok(answer),
+            None => {
+                let source = script.source();
+                self.redirects.run(&self.client, source, &keys, &args).await
+            }
+        }
+    }
+
+    /// EVALSHA of `script` where the client's slot map sends it; `None` when the node
+    /// answered with a redirection (the script did not run).
+    async fn invoke_here<T: FromValue>(
+        &self,
+        script: ScriptId,
+        keys: &[String],
+        args: &[String],
+    ) -> Result<Option<T>, StoreError> {
+        let Some(compiled) = self.scripts.get(script.index()) else {
             return Err(StoreError::Backend("unknown script".into()));
         };
-        // Borrowed: the redirection path needs them again.
         let key_refs: Vec<&str> = keys.iter().map(String::as_str).collect();
         let arg_refs: Vec<&str> = args.iter().map(String::as_str).collect();
         match compiled
             .evalsha_with_reload::<T, _, _>(&self.client, key_refs, arg_refs)
             .await
         {
-            Ok(answer) => Ok(answer),
-            Err(e) if redirect::not_run(&e) => {
-                self.redirects
-                    .run(&self.client, id.source(), &keys, &args)
-                    .await
-            }
+            Ok(answer) => Ok(Some(answer)),
+            Err(e) if redirect::not_run(&e) => Ok(None),
             Err(e) => Err(map_error(&e)),
+        }
+    }
+
+    /// Fills the lanes from the client's slot map, when it has one.
+    fn look_up_masters(&self) {
+        if let Some(routing) = self.client.cached_cluster_state() {
+            self.masters.fill(&routing);
         }
     }
 }
@@ -221,6 +244,39 @@ impl ScriptRunner for ClusterClient {
 
     fn slot(&self, key: &str) -> u16 {
         keys::key_slot(key)
+    }
+
+    /// A one-key check queues behind the call in flight to its slot's master; a check of
+    /// several keys (the sliding log) behind the call to its slot.
+    fn lane(&self, keys: &[String], now_ms: u64) -> Lane {
+        let slot = keys.first().map_or(0, |key| keys::key_slot(key));
+        if keys.len() != 1 {
+            return Lane::Slot(slot);
+        }
+        if self.masters.is_empty() && self.masters.due(now_ms) {
+            self.look_up_masters();
+        }
+        self.masters.lane(slot).unwrap_or(Lane::Slot(slot))
+    }
+
+    fn lanes_moved(&self, now_ms: u64) {
+        if self.masters.due(now_ms) {
+            self.look_up_masters();
+        }
+    }
+
+    /// A slot's group follows redirections like any script; a master's group does not (its
+    /// other keys are not on the node it would be sent to): its checks go again alone.
+    async fn eval_group(
+        &self,
+        lane: Lane,
+        keys: Vec<String>,
+        args: Vec<String>,
+    ) -> Result<Option<Vec<String>>, StoreError> {
+        match lane {
+            Lane::Slot(_) => self.invoke(ScriptId::Group, keys, args).await.map(Some),
+            Lane::Master(_) => self.invoke_here(ScriptId::Group, &keys, &args).await,
+        }
     }
 
     async fn eval(

@@ -16,10 +16,11 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
-use sluice_core::{Decision, Params};
+use sluice_core::{Algorithm, Decision, Params};
 use tokio::sync::oneshot;
 
-use super::runner::ScriptRunner;
+use super::answers::{GroupAnswer, group_answers, outcome};
+use super::runner::{Lane, ScriptRunner};
 use super::scripts::{ScriptId, algorithm_code};
 use crate::{BatchObserver, StoreError};
 
@@ -27,56 +28,6 @@ use crate::{BatchObserver, StoreError};
 pub(crate) const MAX_GROUP: usize = 64;
 /// Most bytes of keys and arguments in one group call.
 pub(crate) const MAX_GROUP_BYTES: usize = 16 * 1024;
-
-/// Fields the group script answers per check: allowed, remaining, reset and the wait
-/// (retry_after when denied, delay when allowed).
-const GROUP_FIELDS: usize = 4;
-
-/// The decision of one check of a group call, from its [`GROUP_FIELDS`] fields.
-fn decision(limit: u64, fields: &[i64]) -> Result<Decision, StoreError> {
-    let [allowed, remaining, reset, wait] = fields else {
-        return Err(StoreError::Backend(format!(
-            "group script answered {} fields for a check, expected {GROUP_FIELDS}",
-            fields.len()
-        )));
-    };
-    let n = |v: &i64| u64::try_from(*v).unwrap_or(0);
-    let allowed = *allowed == 1;
-    Ok(Decision {
-        allowed,
-        limit,
-        remaining: n(remaining),
-        reset_ms: n(reset),
-        retry_after_ms: if allowed { 0 } else { n(wait) },
-        delay_ms: if allowed { n(wait) } else { 0 },
-    })
-}
-
-/// The integers of a group reply (one string of space-separated integers), checked to be
-/// [`GROUP_FIELDS`] per check of a group of `checks`.
-fn fields(reply: &[String], checks: usize) -> Result<Vec<i64>, StoreError> {
-    let [text] = reply else {
-        return Err(StoreError::Backend(format!(
-            "group script answered {} values, expected one string",
-            reply.len()
-        )));
-    };
-    let fields = text
-        .split(' ')
-        .map(|field| {
-            field.parse::<i64>().map_err(|_| {
-                StoreError::Backend(format!("group script answered {field:?} for an integer"))
-            })
-        })
-        .collect::<Result<Vec<i64>, _>>()?;
-    if fields.len() != GROUP_FIELDS * checks {
-        return Err(StoreError::Backend(format!(
-            "group script answered {} fields for {checks} checks",
-            fields.len()
-        )));
-    }
-    Ok(fields)
-}
 
 /// A check on its way to Redis: its keys, its parameters and its time.
 #[derive(Debug)]
@@ -107,58 +58,58 @@ impl Pending {
     }
 }
 
-/// A check waiting for the call in flight on its slot.
+/// A check waiting for the call in flight on its lane.
 #[derive(Debug)]
 struct Queued {
     pending: Pending,
     answer: oneshot::Sender<Result<Decision, StoreError>>,
 }
 
-/// A [`ScriptRunner`] that groups checks: it keeps the queues of its slots.
+/// A [`ScriptRunner`] that groups checks: it keeps the queues of its lanes.
 pub(crate) trait Grouped: ScriptRunner {
     /// The checks queued behind calls in flight.
     fn groups(&self) -> &Groups;
 }
 
-/// The slots with a call in flight, each with the checks queued behind it.
+/// The lanes with a call in flight, each with the checks queued behind it.
 #[derive(Debug, Default)]
 pub(crate) struct Groups {
-    /// A slot is present while a call to it is in flight.
-    lanes: Mutex<HashMap<u16, VecDeque<Queued>>>,
+    /// A lane is present while a call on it is in flight.
+    lanes: Mutex<HashMap<Lane, VecDeque<Queued>>>,
     observer: RwLock<Option<Arc<dyn BatchObserver>>>,
 }
 
 /// What [`Groups::join`] made of a check.
 pub(crate) enum Joined {
-    /// Nothing in flight on the slot: the caller sends its check now, holding the [`Lead`]
+    /// Nothing in flight on the lane: the caller sends its check now, holding the [`Lead`]
     /// until the call returns.
     Lead(Lead, Pending),
     /// Queued behind the call in flight: the answer comes on this channel.
     Queued(oneshot::Receiver<Result<Decision, StoreError>>),
 }
 
-/// The right to the one call in flight on a slot. Dropped (the call returned, or its caller
+/// The right to the one call in flight on a lane. Dropped (the call returned, or its caller
 /// gave up), it sends what queued meanwhile, in a task of its own.
 pub(crate) struct Lead {
     runner: Arc<dyn Grouped>,
-    slot: u16,
+    lane: Lane,
 }
 
 impl Drop for Lead {
     fn drop(&mut self) {
         let groups = self.runner.groups();
         let mut lanes = groups.lanes.lock();
-        if lanes.get(&self.slot).is_some_and(VecDeque::is_empty) {
-            lanes.remove(&self.slot);
+        if lanes.get(&self.lane).is_some_and(VecDeque::is_empty) {
+            lanes.remove(&self.lane);
             return;
         }
         drop(lanes);
-        let (runner, slot) = (Arc::clone(&self.runner), self.slot);
+        let (runner, lane) = (Arc::clone(&self.runner), self.lane);
         if let Ok(handle) = tokio::runtime::Handle::try_current() {
-            handle.spawn(drain(runner, slot));
+            handle.spawn(drain(runner, lane));
         } else {
             // No runtime left (shutting down): nobody will wait for these answers.
-            groups.lanes.lock().remove(&slot);
+            groups.lanes.lock().remove(&lane);
         }
     }
 }
@@ -176,15 +127,22 @@ impl Groups {
         }
     }
 
-    /// Leads the slot of `pending` when it is free, else queues it.
-    pub(crate) fn join(runner: &Arc<dyn Grouped>, slot: u16, pending: Pending) -> Joined {
+    /// Reports checks a group call did not run, sent again alone.
+    pub(crate) fn observe_sent_again(&self, runner: &dyn ScriptRunner, checks: usize) {
+        if let Some(observer) = &*self.observer.read() {
+            observer.sent_again(runner.kind(), checks);
+        }
+    }
+
+    /// Leads `lane` when it is free, else queues `pending` on it.
+    pub(crate) fn join(runner: &Arc<dyn Grouped>, lane: Lane, pending: Pending) -> Joined {
         let mut lanes = runner.groups().lanes.lock();
-        match lanes.get_mut(&slot) {
+        match lanes.get_mut(&lane) {
             None => {
-                lanes.insert(slot, VecDeque::new());
+                lanes.insert(lane, VecDeque::new());
                 let lead = Lead {
                     runner: Arc::clone(runner),
-                    slot,
+                    lane,
                 };
                 Joined::Lead(lead, pending)
             }
@@ -197,18 +155,18 @@ impl Groups {
     }
 }
 
-/// Sends the checks queued on `slot`, a group per call, until none is left.
-async fn drain(runner: Arc<dyn Grouped>, slot: u16) {
+/// Sends the checks queued on `lane`, a group per call, until none is left.
+async fn drain(runner: Arc<dyn Grouped>, lane: Lane) {
     loop {
         let group = {
             let mut lanes = runner.groups().lanes.lock();
-            let Some(queue) = lanes.get_mut(&slot) else {
+            let Some(queue) = lanes.get_mut(&lane) else {
                 return;
             };
             // A check whose caller gave up is not sent: nobody would read its answer.
             queue.retain(|q| !q.answer.is_closed());
             if queue.is_empty() {
-                lanes.remove(&slot);
+                lanes.remove(&lane);
                 return;
             }
             let mut group = Vec::new();
@@ -224,72 +182,85 @@ async fn drain(runner: Arc<dyn Grouped>, slot: u16) {
             }
             group
         };
-        send(&*runner, group).await;
+        send(&*runner, lane, group).await;
     }
 }
 
-/// One `group` call for `group`, each check answered on its channel.
-async fn send(runner: &dyn Grouped, mut group: Vec<Queued>) {
+/// One `group` call for `group` on `lane`, each check answered on its channel; the checks
+/// the call did not run (a master lane whose slots moved) go again each alone.
+async fn send(runner: &dyn Grouped, lane: Lane, group: Vec<Queued>) {
+    let master = matches!(lane, Lane::Master(_));
+    let width = if master { 7 } else { 6 };
     let mut keys = Vec::with_capacity(group.len());
-    let mut args = Vec::with_capacity(2 + 6 * group.len());
+    let mut args = Vec::with_capacity(3 + width * group.len());
     args.push(group.len().to_string());
     args.push(runner.layout().ttl_grace_ms.to_string());
-    for queued in &mut group {
-        keys.append(&mut queued.pending.keys);
-        args.extend(queued.pending.args());
+    args.push(u8::from(master).to_string());
+    for queued in &group {
+        let pending = &queued.pending;
+        args.extend(pending.args());
+        if master {
+            // Every check's key in ARGV, the first also declared: it routes the call.
+            args.extend(pending.keys.first().cloned());
+            if keys.is_empty() {
+                keys.extend(pending.keys.iter().cloned());
+            }
+        } else {
+            keys.extend(pending.keys.iter().cloned());
+        }
     }
     runner.groups().observe(runner, group.len());
-    let answer = runner.eval_text(ScriptId::Group, keys, args).await;
-    let answer = answer.and_then(|reply| fields(&reply, group.len()));
-    match answer {
-        Ok(fields) => {
-            for (queued, fields) in group.into_iter().zip(fields.chunks(GROUP_FIELDS)) {
-                let limit = queued.pending.params.limit;
-                let _ = queued.answer.send(decision(limit, fields));
-            }
-        }
+    let answers = match runner.eval_group(lane, keys, args).await {
+        Ok(Some(reply)) => group_answers(&reply, group.iter().map(|q| q.pending.params.limit)),
+        Ok(None) => Ok(vec![GroupAnswer::NotRun; group.len()]),
+        Err(e) => Err(e),
+    };
+    let answers = match answers {
+        Ok(answers) => answers,
         Err(e) => {
             for queued in group {
                 let _ = queued.answer.send(Err(e.clone()));
             }
+            return;
         }
+    };
+    let mut unrun = Vec::new();
+    for (queued, answer) in group.into_iter().zip(answers) {
+        match answer {
+            GroupAnswer::Decided(decision) => {
+                let _ = queued.answer.send(Ok(decision));
+            }
+            GroupAnswer::NotRun => unrun.push(queued),
+        }
+    }
+    if let Some(first) = unrun.first() {
+        runner.groups().observe_sent_again(runner, unrun.len());
+        runner.lanes_moved(first.pending.now_ms);
+        let again = unrun.into_iter().map(|queued| async move {
+            let decision = alone(runner, &queued.pending).await;
+            let _ = queued.answer.send(decision);
+        });
+        futures::future::join_all(again).await;
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_group_reply_is_four_integers_per_check() {
-        let reply = vec!["1 9 1000 0 0 0 2000 1500".to_owned()];
-        assert_eq!(
-            fields(&reply, 2).ok(),
-            Some(vec![1, 9, 1000, 0, 0, 0, 2000, 1500])
-        );
-        let allowed = decision(10, &[1, 9, 1000, 25]).ok();
-        assert_eq!(
-            allowed.map(|d| (d.delay_ms, d.retry_after_ms)),
-            Some((25, 0))
-        );
-        let denied = decision(10, &[0, 0, 1000, 1500]).ok();
-        assert_eq!(
-            denied.map(|d| (d.delay_ms, d.retry_after_ms)),
-            Some((0, 1500))
-        );
-    }
-
-    #[test]
-    fn a_malformed_group_reply_is_an_error() {
-        for reply in [
-            vec![],
-            vec!["1 2 3 4".to_owned(), "5".to_owned()],
-            vec!["1 2 3".to_owned()],
-            vec!["1 2 x 4".to_owned()],
-            vec!["".to_owned()],
-            vec!["1  2 3 4".to_owned()],
-        ] {
-            assert!(fields(&reply, 1).is_err(), "{reply:?}");
-        }
-    }
+/// One check through its algorithm's script (a check alone on its lane, or one a group call
+/// did not run), following redirections.
+pub(crate) async fn alone(runner: &dyn Grouped, pending: &Pending) -> Result<Decision, StoreError> {
+    let params = &pending.params;
+    let algorithm = params.algorithm;
+    let args = vec![
+        pending.now_ms.to_string(),
+        params.limit.to_string(),
+        params.window_ms.to_string(),
+        params.burst.to_string(),
+        pending.cost.to_string(),
+        u64::from(algorithm == Algorithm::LeakyBucket).to_string(),
+        runner.layout().ttl_grace_ms.to_string(),
+    ];
+    runner.groups().observe(runner, 1);
+    let answer = runner
+        .eval(ScriptId::check(algorithm), pending.keys.clone(), args)
+        .await?;
+    Ok(outcome(params.limit, &answer)?.decision)
 }

@@ -12,11 +12,13 @@
 //! [`RedisStore`] and [`ClusterStore`] are a client each, made a [`Store`](crate::Store) and
 //! an [`OverrideStore`](crate::OverrideStore) by [`script_store!`](script_store::script_store).
 
+pub(crate) mod answers;
 pub(crate) mod bounds;
 pub(crate) mod checks;
 pub(crate) mod cluster;
 pub(crate) mod group;
 pub mod keys;
+mod masters;
 pub(crate) mod overrides;
 mod redirect;
 pub mod replicated;

@@ -9,6 +9,17 @@ use super::keys::Layout;
 use super::scripts::ScriptId;
 use crate::{StoreError, StoreKind};
 
+/// Where a group call of queued checks goes (see `group.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum Lane {
+    /// Checks whose keys share one slot: the call declares every key (one server; on a
+    /// cluster, a check of several keys).
+    Slot(u16),
+    /// One-key checks on the slots of one cluster master (its index in the client's map): the
+    /// call declares the first check's key only and reads the others as keys of that node.
+    Master(u16),
+}
+
 /// A Redis that runs sluice's scripts: one server or a cluster. The two required calls are
 /// the client's EVALSHA (loading the script on NOSCRIPT and retrying once); the bounded calls
 /// every caller uses are built on them here.
@@ -27,6 +38,28 @@ pub(crate) trait ScriptRunner: Send + Sync + std::fmt::Debug + 'static {
     /// one slot for every key.
     fn slot(&self, _key: &str) -> u16 {
         0
+    }
+
+    /// The lane of a check on `keys` at `now_ms`: the checks queued on one lane go in one
+    /// group call. By default the slot of the keys (one server has one slot).
+    fn lane(&self, keys: &[String], _now_ms: u64) -> Lane {
+        Lane::Slot(keys.first().map_or(0, |key| self.slot(key)))
+    }
+
+    /// A group on a [`Lane::Master`] reached a node that did not serve some of its checks
+    /// (slots moved): the lanes are looked up again.
+    fn lanes_moved(&self, _now_ms: u64) {}
+
+    /// EVALSHA of the `group` script on `lane`, answering strings; `None` when the node
+    /// answered with a redirection for a master lane (the script did not run there: its checks
+    /// go again each alone). Unbounded, like [`eval`](ScriptRunner::eval).
+    async fn eval_group(
+        &self,
+        _lane: Lane,
+        keys: Vec<String>,
+        args: Vec<String>,
+    ) -> Result<Option<Vec<String>>, StoreError> {
+        self.eval_text(ScriptId::Group, keys, args).await.map(Some)
     }
 
     /// EVALSHA of `script`, answering integers. Unbounded: callers go through [`run`].

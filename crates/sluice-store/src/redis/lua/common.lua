@@ -38,9 +38,12 @@ end
 -- one MGET for the whole group instead of a GET per check; nil for keys not read that way.
 -- Only a key's first use in a call is prefetched: a later check of the same key must see
 -- what the earlier one wrote.
+-- CALL_KEYS[k]: the key of state `k`: KEYS, except in a group call to a cluster master, whose
+-- checks' keys span slots and come in ARGV (see group.lua).
 local PREFETCHED = {}
+local CALL_KEYS = KEYS
 local function read_state(k, n)
-  local key = KEYS[k]
+  local key = CALL_KEYS[k]
   local raw = PREFETCHED[k]
   if raw == nil then
     raw = redis.call('GET', key)
