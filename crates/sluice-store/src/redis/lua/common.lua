@@ -58,10 +58,13 @@ end
 -- whether the state is worth keeping (it existed, or this check consumed). The TTL is the time
 -- until the state is fresh again (`expires - now`), plus TTL_GRACE; a state already back to
 -- fresh is deleted (kept TTL_GRACE when there is one). An unchanged state is not rewritten (its
--- expiry, and so its TTL, is unchanged). The numbers come as arguments, not a table: this runs
--- once per check, and a table is an allocation. The TTL goes as a string formatted here:
--- cheaper than Redis turning a Lua number into digits ('%.17g').
-local function store(key, raw, keep, expires, now, a, b, c)
+-- expiry, and so its TTL, is unchanged). `before`: the expiry of the state as it was read (nil
+-- when there was none); when the new state expires at the same moment, the key's TTL, set when
+-- that expiry was first written, is kept (KEEPTTL): a window's counter changes expiry once per
+-- window, and a SET without PX costs Redis about a third less. The numbers come as
+-- arguments, not a table: this runs once per check, and a table is an allocation. The TTL goes
+-- as a string formatted here: cheaper than Redis turning a Lua number into digits ('%.17g').
+local function store(key, raw, keep, expires, before, now, a, b, c)
   if not keep then
     return
   end
@@ -78,7 +81,12 @@ local function store(key, raw, keep, expires, now, a, b, c)
   else
     value = format('%d:%d:%d', a, b, c)
   end
-  if value ~= raw then
+  if value == raw then
+    return
+  end
+  if raw and before == expires then
+    redis.call('SET', key, value, 'KEEPTTL')
+  else
     redis.call('SET', key, value, 'PX', int(ttl))
   end
 end

@@ -40,7 +40,7 @@ local function fixed_window(k, now, limit, w, burst, cost)
     retry = max(window_end - now, 0)
   end
   store(key, raw, s ~= nil or (allowed and cost > 0), fixed_window_expires(window, count, w),
-    now, window, count)
+    s and fixed_window_expires(s[1], s[2], w), now, window, count)
   return allowed and 1 or 0, max(limit - count, 0), reset, retry, 0,
     peek_remaining, peek_reset, index
 end
@@ -50,9 +50,10 @@ local function fixed_window_refund(k, now, limit, w, burst, cost, token)
   if not s then
     return
   end
+  local before = fixed_window_expires(s[1], s[2], w)
   if s[1] == token then
     s[2] = max(s[2] - cost, 0)
   end
-  store(key, raw, true, fixed_window_expires(s[1], s[2], w), now, s[1], s[2])
+  store(key, raw, true, fixed_window_expires(s[1], s[2], w), before, now, s[1], s[2])
 end
 

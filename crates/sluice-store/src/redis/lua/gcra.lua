@@ -44,7 +44,7 @@ local function gcra(k, now, limit, w, burst, cost, leaky)
   if allowed and leaky then
     delay = ceil(debt / limit)
   end
-  store(key, raw, s ~= nil or (allowed and cost > 0), gcra_expires(tat_ms, tat_rem), now,
+  store(key, raw, s ~= nil or (allowed and cost > 0), gcra_expires(tat_ms, tat_rem), nil, now,
     tat_ms, tat_rem)
   return allowed and 1 or 0, floor(max(cap - after, 0) / w),
     now + ceil(after / limit), retry, delay, peek_remaining, peek_reset, 0
@@ -64,6 +64,6 @@ local function gcra_refund(k, now, limit, w, burst, cost, token)
     tat_ms = tat_ms - borrow
     tat_rem = total + borrow * limit
   end
-  store(key, raw, true, gcra_expires(tat_ms, tat_rem), now, tat_ms, tat_rem)
+  store(key, raw, true, gcra_expires(tat_ms, tat_rem), nil, now, tat_ms, tat_rem)
 end
 

@@ -44,7 +44,7 @@ local function sliding_window_counter(k, now0, limit, w, burst, cost)
     retry = swc_retry(start, w, current, previous, limit, cost, now)
   end
   store(key, raw, s ~= nil or (allowed and cost > 0), swc_expires(window, current, previous, w),
-    now0, window, current, previous)
+    s and swc_expires(s[1], s[2], s[3], w), now0, window, current, previous)
   return allowed and 1 or 0, max(limit - used, 0),
     swc_reset(start, w, current, previous, now), retry, 0, peek_remaining, peek_reset, index
 end
@@ -54,11 +54,12 @@ local function sliding_window_counter_refund(k, now, limit, w, burst, cost, toke
   if not s then
     return
   end
+  local before = swc_expires(s[1], s[2], s[3], w)
   if s[1] == token then
     s[2] = max(s[2] - cost, 0)
   elseif s[1] == token + 1 then
     s[3] = max(s[3] - cost, 0)
   end
-  store(key, raw, true, swc_expires(s[1], s[2], s[3], w), now, s[1], s[2], s[3])
+  store(key, raw, true, swc_expires(s[1], s[2], s[3], w), before, now, s[1], s[2], s[3])
 end
 

@@ -31,7 +31,7 @@ local function token_bucket(k, now0, limit, w, burst, cost)
     retry = ceil((used + need - cap) / limit)
   end
   local full = tb_full_at(limit, used, now)
-  store(key, raw, s ~= nil or (allowed and cost > 0), full, now0, used, last)
+  store(key, raw, s ~= nil or (allowed and cost > 0), full, nil, now0, used, last)
   return allowed and 1 or 0, floor(max(cap - used, 0) / w), full, retry, 0,
     peek_remaining, peek_reset, 0
 end
@@ -42,5 +42,5 @@ local function token_bucket_refund(k, now, limit, w, burst, cost, token)
     return
   end
   s[1] = max(s[1] - cost * w, 0)
-  store(key, raw, true, tb_full_at(limit, s[1], s[2]), now, s[1], s[2])
+  store(key, raw, true, tb_full_at(limit, s[1], s[2]), nil, now, s[1], s[2])
 end
