@@ -59,8 +59,11 @@ pub(crate) fn outcome(limit: u64, fields: &[i64]) -> Result<Outcome, StoreError>
 }
 
 /// Fields the group script answers per check: allowed (1, 0, or -1 for not run), remaining,
-/// reset and the wait (retry_after when denied, delay when allowed).
+/// reset and the wait (retry_after when denied, delay when allowed), each a little-endian
+/// double.
 const GROUP_FIELDS: usize = 4;
+/// Bytes of one check's answer.
+const GROUP_ANSWER_BYTES: usize = GROUP_FIELDS * 8;
 
 /// What a group call answered for one of its checks.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -71,50 +74,46 @@ pub(crate) enum GroupAnswer {
     NotRun,
 }
 
-/// The answers of a group call of checks of `limits`, from its reply: one string of
-/// [`GROUP_FIELDS`] space-separated integers per check.
+/// The answers of a group call of checks of `limits`, from its reply: [`GROUP_FIELDS`]
+/// doubles per check, in order.
 pub(crate) fn group_answers(
-    reply: &[String],
+    reply: &[u8],
     limits: impl ExactSizeIterator<Item = u64>,
 ) -> Result<Vec<GroupAnswer>, StoreError> {
-    let [text] = reply else {
-        return Err(StoreError::Backend(format!(
-            "group script answered {} values, expected one string",
-            reply.len()
-        )));
-    };
-    let fields = text
-        .split(' ')
-        .map(|field| {
-            field.parse::<i64>().map_err(|_| {
-                StoreError::Backend(format!("group script answered {field:?} for an integer"))
-            })
-        })
-        .collect::<Result<Vec<i64>, _>>()?;
     let checks = limits.len();
-    if fields.len() != GROUP_FIELDS * checks {
+    if reply.len() != GROUP_ANSWER_BYTES * checks {
         return Err(StoreError::Backend(format!(
-            "group script answered {} fields for {checks} checks",
-            fields.len()
+            "group script answered {} bytes for {checks} checks, expected {}",
+            reply.len(),
+            GROUP_ANSWER_BYTES * checks
         )));
     }
-    Ok(fields
-        .chunks_exact(GROUP_FIELDS)
+    // The doubles hold integers (Lua numbers); `as` saturates anything else.
+    #[allow(clippy::cast_possible_truncation)]
+    let field = |bytes: &[u8]| -> i64 {
+        let mut raw = [0u8; 8];
+        raw.copy_from_slice(bytes);
+        f64::from_le_bytes(raw) as i64
+    };
+    Ok(reply
+        .chunks_exact(GROUP_ANSWER_BYTES)
         .zip(limits)
-        .map(|(check, limit)| match *check {
-            [-1, ..] => GroupAnswer::NotRun,
-            [allowed, remaining, reset, wait] => {
-                let allowed = allowed == 1;
-                GroupAnswer::Decided(Decision {
-                    allowed,
-                    limit,
-                    remaining: n(remaining),
-                    reset_ms: n(reset),
-                    retry_after_ms: if allowed { 0 } else { n(wait) },
-                    delay_ms: if allowed { n(wait) } else { 0 },
-                })
+        .map(|(check, limit)| {
+            let mut fields = check.chunks_exact(8).map(field);
+            let mut next = || fields.next().unwrap_or(0);
+            let (allowed, remaining, reset, wait) = (next(), next(), next(), next());
+            if allowed == -1 {
+                return GroupAnswer::NotRun;
             }
-            _ => GroupAnswer::NotRun,
+            let allowed = allowed == 1;
+            GroupAnswer::Decided(Decision {
+                allowed,
+                limit,
+                remaining: n(remaining),
+                reset_ms: n(reset),
+                retry_after_ms: if allowed { 0 } else { n(wait) },
+                delay_ms: if allowed { n(wait) } else { 0 },
+            })
         })
         .collect())
 }
@@ -136,28 +135,31 @@ mod tests {
         }
     }
 
+    fn reply(fields: &[f64]) -> Vec<u8> {
+        fields.iter().flat_map(|f| f.to_le_bytes()).collect()
+    }
+
     #[test]
-    fn a_group_reply_is_four_integers_per_check() {
-        let reply = vec!["1 9 1000 25 0 0 2000 1500 -1 0 0 0".to_owned()];
+    fn a_group_reply_is_four_doubles_per_check() {
+        let reply = reply(&[
+            1.0, 9.0, 1e12, 25.0, 0.0, 0.0, 2000.0, 1500.0, -1.0, 0.0, 0.0, 0.0,
+        ]);
         let answers = group_answers(&reply, [10, 10, 10].into_iter()).unwrap_or_default();
         assert_eq!(answers.len(), 3);
         // Allowed: the wait is a delay. Denied: a retry. -1: not run.
-        assert_eq!(decided(&answers[0]), Some((true, 9, 1000, 0, 25)));
+        assert_eq!(
+            decided(&answers[0]),
+            Some((true, 9, 1_000_000_000_000, 0, 25))
+        );
         assert_eq!(decided(&answers[1]), Some((false, 0, 2000, 1500, 0)));
         assert_eq!(answers[2], GroupAnswer::NotRun);
     }
 
     #[test]
-    fn a_malformed_group_reply_is_an_error() {
-        for reply in [
-            vec![],
-            vec!["1 2 3 4".to_owned(), "5".to_owned()],
-            vec!["1 2 3".to_owned()],
-            vec!["1 2 x 4".to_owned()],
-            vec!["".to_owned()],
-            vec!["1  2 3 4".to_owned()],
-        ] {
-            assert!(group_answers(&reply, [1].into_iter()).is_err(), "{reply:?}");
+    fn a_group_reply_of_the_wrong_length_is_an_error() {
+        for bytes in [0, 31, 33, 64] {
+            let reply = vec![0u8; bytes];
+            assert!(group_answers(&reply, [1].into_iter()).is_err(), "{bytes}");
         }
     }
 

@@ -21,12 +21,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use fred::bytes::Bytes;
 use fred::prelude::{
     Builder, Client, ClientLike, ClusterInterface, Config, Error as FredError, ErrorKind,
     ReconnectPolicy, ServerConfig,
 };
-use fred::types::FromValue;
 use fred::types::scripts::Script;
+use fred::types::{FromValue, Value};
 
 use super::bounds::Bounds;
 use super::group::Grouped;
@@ -162,6 +163,11 @@ impl ClusterStore {
     }
 }
 
+/// An argument of a script call: text or bytes, as both clients send it.
+trait ScriptArg: AsRef<[u8]> + redis::ToRedisArgs + Send + Sync {}
+impl ScriptArg for String {}
+impl ScriptArg for Vec<u8> {}
+
 fn map_error(e: &FredError) -> StoreError {
     match e.kind() {
         ErrorKind::Timeout => StoreError::Timeout,
@@ -176,11 +182,11 @@ fn map_error(e: &FredError) -> StoreError {
 
 impl ClusterClient {
     /// EVALSHA of `script`, following MOVED and ASK (see [`redirect`]).
-    async fn invoke<T: FromValue + redis::FromRedisValue>(
+    async fn invoke<T: FromValue + redis::FromRedisValue, A: ScriptArg>(
         &self,
         script: ScriptId,
         keys: Vec<String>,
-        args: Vec<String>,
+        args: Vec<A>,
     ) -> Result<T, StoreError> {
         match self.invoke_here(script, &keys, &args).await? {
             Some(answer) => Ok(answer),
@@ -193,17 +199,20 @@ impl ClusterClient {
 
     /// EVALSHA of `script` where the client's slot map sends it; `None` when the node
     /// answered with a redirection (the script did not run).
-    async fn invoke_here<T: FromValue>(
+    async fn invoke_here<T: FromValue, A: ScriptArg>(
         &self,
         script: ScriptId,
         keys: &[String],
-        args: &[String],
+        args: &[A],
     ) -> Result<Option<T>, StoreError> {
         let Some(compiled) = self.scripts.get(script.index()) else {
             return Err(StoreError::Backend("unknown script".into()));
         };
         let key_refs: Vec<&str> = keys.iter().map(String::as_str).collect();
-        let arg_refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        let arg_refs: Vec<Value> = args
+            .iter()
+            .map(|arg| Value::Bytes(Bytes::copy_from_slice(arg.as_ref())))
+            .collect();
         match compiled
             .evalsha_with_reload::<T, _, _>(&self.client, key_refs, arg_refs)
             .await
@@ -271,8 +280,8 @@ impl ScriptRunner for ClusterClient {
         &self,
         lane: Lane,
         keys: Vec<String>,
-        args: Vec<String>,
-    ) -> Result<Option<Vec<String>>, StoreError> {
+        args: Vec<Vec<u8>>,
+    ) -> Result<Option<Vec<u8>>, StoreError> {
         match lane {
             Lane::Slot(_) => self.invoke(ScriptId::Group, keys, args).await.map(Some),
             Lane::Master(_) => self.invoke_here(ScriptId::Group, &keys, &args).await,

@@ -75,12 +75,12 @@ impl Redirects {
 
     /// Runs `source` on the node that owns the slot of `keys` now, following the
     /// redirections it answers. `client` tells the owner (its slot map).
-    pub(crate) async fn run<T: redis::FromRedisValue>(
+    pub(crate) async fn run<T: redis::FromRedisValue, A: redis::ToRedisArgs>(
         &self,
         client: &fred::prelude::Client,
         source: &str,
         keys: &[String],
-        args: &[String],
+        args: &[A],
     ) -> Result<T, StoreError> {
         let Some(first) = keys.first() else {
             return Err(StoreError::Backend("a script call without keys".into()));

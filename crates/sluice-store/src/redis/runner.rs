@@ -50,17 +50,16 @@ pub(crate) trait ScriptRunner: Send + Sync + std::fmt::Debug + 'static {
     /// (slots moved): the lanes are looked up again.
     fn lanes_moved(&self, _now_ms: u64) {}
 
-    /// EVALSHA of the `group` script on `lane`, answering strings; `None` when the node
-    /// answered with a redirection for a master lane (the script did not run there: its checks
-    /// go again each alone). Unbounded, like [`eval`](ScriptRunner::eval).
+    /// EVALSHA of the `group` script on `lane`, its arguments and answer binary (see
+    /// `group.lua`); `None` when the node answered with a redirection for a master lane (the
+    /// script did not run there: its checks go again each alone). Unbounded, like
+    /// [`eval`](ScriptRunner::eval).
     async fn eval_group(
         &self,
-        _lane: Lane,
+        lane: Lane,
         keys: Vec<String>,
-        args: Vec<String>,
-    ) -> Result<Option<Vec<String>>, StoreError> {
-        self.eval_text(ScriptId::Group, keys, args).await.map(Some)
-    }
+        args: Vec<Vec<u8>>,
+    ) -> Result<Option<Vec<u8>>, StoreError>;
 
     /// EVALSHA of `script`, answering integers. Unbounded: callers go through [`run`].
     ///

@@ -17,7 +17,7 @@ use super::bounds::Bounds;
 use super::group::Grouped;
 use super::group::Groups;
 use super::keys::Layout;
-use super::runner::ScriptRunner;
+use super::runner::{Lane, ScriptRunner};
 use super::script_store::script_store;
 use super::scripts::ScriptId;
 use crate::config::{ConfigError, RedisStoreConfig};
@@ -103,11 +103,11 @@ pub(crate) fn map_error(e: &RedisError) -> StoreError {
 }
 
 impl SingleClient {
-    async fn invoke<T: FromRedisValue>(
+    async fn invoke<T: FromRedisValue, A: ::redis::ToRedisArgs>(
         &self,
         script: ScriptId,
         keys: Vec<String>,
-        args: Vec<String>,
+        args: Vec<A>,
     ) -> Result<T, StoreError> {
         let script = self
             .scripts
@@ -164,6 +164,15 @@ impl ScriptRunner for SingleClient {
         args: Vec<String>,
     ) -> Result<Vec<String>, StoreError> {
         self.invoke(script, keys, args).await
+    }
+
+    async fn eval_group(
+        &self,
+        _lane: Lane,
+        keys: Vec<String>,
+        args: Vec<Vec<u8>>,
+    ) -> Result<Option<Vec<u8>>, StoreError> {
+        self.invoke(ScriptId::Group, keys, args).await.map(Some)
     }
 
     async fn ping(&self) -> Result<(), StoreError> {

@@ -1,28 +1,29 @@
 -- Group commit: checks that queued while a call to this Redis was in flight, sent as one call
 -- and decided each on its own, in order, exactly as one check.lua call each would.
--- ARGV = n, ttl grace ms, lane, then per check: algorithm code, now_ms, limit, window_ms,
--- burst, cost, and on a master lane its key.
+-- ARGV = n, ttl grace ms, lane, the parameters, then on a master lane the n checks' keys.
+-- The parameters are one string of 6 little-endian doubles per check: algorithm code, now_ms,
+-- limit, window_ms, burst, cost (binary, so Redis parses no digits: a `tonumber` is a strtod,
+-- and six arguments per check cost Redis more than the check's own arithmetic).
 -- The lane says where the keys are:
 -- - '0', one slot: KEYS = per check its limit's keys (as in batch.lua), all declared.
--- - '1', one cluster master: the checks' keys span the slots of this node, so each comes as its
---   check's last ARGV and only the first check's key is declared (KEYS[1], which routes the
---   call). Every check is a one-key algorithm. A check whose key this node does not serve (its
---   slot moved or is moving) fails at its first read, before it wrote anything, and is
---   answered as not run (allowed = -1): the daemon sends it again alone, following the
+-- - '1', one cluster master: the checks' keys span the slots of this node, so each comes in
+--   ARGV after the parameters and only the first check's key is declared (KEYS[1], which
+--   routes the call). Every check is a one-key algorithm. A check whose key this node does not
+--   serve (its slot moved or is moving) fails at its first read, before it wrote anything, and
+--   is answered as not run (allowed = -1): the daemon sends it again alone, following the
 --   redirection.
--- Answers one string of four space-separated integers per check, in order: allowed (1/0, or
--- -1 not run), remaining, reset_ms, and the wait: retry_after_ms when denied, delay_ms when
--- allowed (a check has at most one of them). The other fields of check.lua are for batches;
--- every integer left out of the reply is Redis time saved per check.
+-- Answers one string of 4 little-endian doubles per check, in order: allowed (1/0, or -1 not
+-- run), remaining, reset_ms, and the wait: retry_after_ms when denied, delay_ms when allowed
+-- (a check has at most one of them). The other fields of check.lua are for batches.
 local n = tonumber(ARGV[1])
 TTL_GRACE = tonumber(ARGV[2]) or 0
 local master = ARGV[3] == '1'
-local width = 6
+local params = ARGV[4]
+local unpack_params, pack_answer = struct.unpack, struct.pack
 if master then
-  width = 7
   local keys = {}
   for i = 1, n do
-    keys[i] = ARGV[3 + i * 7]
+    keys[i] = ARGV[4 + i]
   end
   CALL_KEYS = keys
 else
@@ -40,42 +41,35 @@ else
   end
 end
 local out = {}
-local k, a, o = 1, 4, 0
-for _ = 1, n do
-  local algorithm = ALGORITHMS[tonumber(ARGV[a])]
+local k, pos = 1, 1
+for o = 1, n do
+  local code, now, limit, w, burst, cost
+  code, now, limit, w, burst, cost, pos = unpack_params('<dddddd', params, pos)
+  local algorithm = ALGORITHMS[code]
   if not algorithm then
     return redis.error_reply('ERR sluice: unknown algorithm code')
   end
-  local now, limit, w = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
-  local burst, cost = tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5])
   local ok, allowed, remaining, reset, retry, delay
   if master then
     if algorithm.keys == 1 then
       ok, allowed, remaining, reset, retry, delay = pcall(algorithm.check, k, now, limit, w,
         burst, cost, algorithm.leaky)
     end
+    k = k + 1
   else
     ok = true
     allowed, remaining, reset, retry, delay = algorithm.check(k, now, limit, w, burst, cost,
       algorithm.leaky)
-  end
-  a = a + width
-  if master then
-    k = k + 1
-  else
     k = k + algorithm.keys
   end
-  o = o + 1
   if ok then
     local wait = retry
     if allowed == 1 then
       wait = delay
     end
-    out[o] = format('%d %d %d %d', allowed, remaining, reset, wait)
+    out[o] = pack_answer('<dddd', allowed, remaining, reset, wait)
   else
-    out[o] = '-1 0 0 0'
+    out[o] = pack_answer('<dddd', -1, 0, 0, 0)
   end
 end
--- One string, not 4n integers: the same Redis time, and the daemon parses one bulk string
--- instead of a 4n-element array (its RESP parser's cost per element is most of its share).
-return { table.concat(out, ' ') }
+return table.concat(out)
