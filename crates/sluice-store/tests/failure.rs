@@ -185,3 +185,82 @@ async fn cluster_serves_again_after_a_master_fails_over() {
     assert!(left <= 1_000_000 - 6, "state lost in failover: {left} left");
     assert!(store.ping().await.is_ok());
 }
+
+/// One cluster master hung (SIGSTOP, shorter than the node timeout, so no failover) while 48
+/// tasks check keys on every master: grouped per master, a check on the hung master fails
+/// within its timeout, and checks on the other masters are answered as usual, so a group
+/// that times out fails its own checks only. Once resumed, the master serves again.
+/// The first group calls meet a script cache without the group script: it reaches each node
+/// as EVAL of that node alone (loading it on every master would wait for the hung one, and
+/// it did: 134 of 136 checks on live masters timed out before).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_hung_cluster_master_fails_only_its_own_checks() {
+    let cluster = RedisCluster::start();
+    let store: Arc<dyn Store> =
+        Arc::new(common::cluster_store(&cluster, "hungmaster", TIMEOUT).await);
+    let keys: Arc<Vec<String>> = Arc::new((0..60).map(|i| format!("user:{i}")).collect());
+    for key in keys.iter() {
+        assert!(timed_check(store.as_ref(), key).await.0.is_ok());
+    }
+    let hung = cluster.master_of_slot(sluice_store::keys::slot("fail", &keys[0]));
+    let on_hung: Vec<bool> = keys
+        .iter()
+        .map(|k| cluster.master_of_slot(sluice_store::keys::slot("fail", k)) == hung)
+        .collect();
+    assert!(on_hung.iter().any(|&h| !h), "every key on one master");
+
+    cluster.pause(hung);
+    let start = Instant::now();
+    let mut tasks = Vec::new();
+    for t in 0..48 {
+        let (store, keys) = (Arc::clone(&store), Arc::clone(&keys));
+        tasks.push(tokio::spawn(async move {
+            let mut answers = Vec::new();
+            for i in 0..4 {
+                let key = (t * 5 + i * 7) % keys.len();
+                let (result, took) = timed_check(store.as_ref(), &keys[key]).await;
+                answers.push((key, result, took));
+            }
+            answers
+        }));
+    }
+    let mut answers = Vec::new();
+    for task in tasks {
+        answers.extend(task.await.unwrap());
+    }
+    let paused_for = start.elapsed();
+    cluster.resume(hung);
+    let (mut failed, mut served) = (0, 0);
+    for (key, result, took) in &answers {
+        assert!(
+            *took < TIMEOUT + SLACK,
+            "a check took {took:?} with a master hung"
+        );
+        if on_hung[*key] {
+            assert!(
+                matches!(
+                    result,
+                    Err(StoreError::Timeout | StoreError::Unavailable(_))
+                ),
+                "a check on the hung master answered {result:?}"
+            );
+            failed += 1;
+        } else {
+            assert!(
+                result.is_ok(),
+                "a check on a live master answered {result:?}"
+            );
+            served += 1;
+        }
+    }
+    println!(
+        "hung master: {failed} checks on it failed, {served} on the others served, in {paused_for:?}"
+    );
+    assert!(failed > 0 && served > 0);
+    assert!(
+        paused_for < Duration::from_millis(1500),
+        "paused {paused_for:?}: near the node timeout, a failover may have begun"
+    );
+    let took = until_serving(store.as_ref(), &keys[0], Duration::from_secs(5)).await;
+    println!("cluster: the hung master serves again {took:?} after resume");
+}

@@ -633,6 +633,17 @@ impl RedisCluster {
         self.nodes[index].kill();
     }
 
+    /// `kill -STOP` node `index`: it keeps its sockets open but answers nothing. Resume it
+    /// before the cluster's node timeout, or its replica takes over.
+    pub fn pause(&self, index: usize) {
+        assert!(self.nodes[index].signal("STOP"), "kill -STOP failed");
+    }
+
+    /// `kill -CONT` node `index` after [`pause`](Self::pause).
+    pub fn resume(&self, index: usize) {
+        assert!(self.nodes[index].signal("CONT"), "kill -CONT failed");
+    }
+
     /// Starts node `index` again on its port, with its cluster config (it rejoins).
     pub fn restart(&mut self, index: usize) {
         self.nodes[index].kill();

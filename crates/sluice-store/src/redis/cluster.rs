@@ -24,7 +24,7 @@ use async_trait::async_trait;
 use fred::bytes::Bytes;
 use fred::prelude::{
     Builder, Client, ClientLike, ClusterInterface, Config, Error as FredError, ErrorKind,
-    ReconnectPolicy, ServerConfig,
+    LuaInterface, ReconnectPolicy, ServerConfig,
 };
 use fred::types::scripts::Script;
 use fred::types::{FromValue, Value};
@@ -213,10 +213,22 @@ impl ClusterClient {
             .iter()
             .map(|arg| Value::Bytes(Bytes::copy_from_slice(arg.as_ref())))
             .collect();
-        match compiled
-            .evalsha_with_reload::<T, _, _>(&self.client, key_refs, arg_refs)
+        // A node without the script (restarted, failed over, flushed) gets it as EVAL, which
+        // also caches it there: loading it on every master instead (fred's
+        // `evalsha_with_reload`) would wait for all of them, so one hung master would stall
+        // the calls, and the groups queued behind them, of every other master.
+        let answer = match compiled
+            .evalsha::<T, _, _, _>(&self.client, key_refs.clone(), arg_refs.clone())
             .await
         {
+            Err(e) if e.details().starts_with("NOSCRIPT") => {
+                self.client
+                    .eval::<T, _, _, _>(script.source(), key_refs, arg_refs)
+                    .await
+            }
+            answer => answer,
+        };
+        match answer {
             Ok(answer) => Ok(Some(answer)),
             Err(e) if redirect::not_run(&e) => Ok(None),
             Err(e) => Err(map_error(&e)),
