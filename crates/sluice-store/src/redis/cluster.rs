@@ -9,8 +9,9 @@
 //! The client holds one multiplexed connection per master, pipelines concurrent commands on
 //! it, refreshes the slot map when a node fails over or a slot moves, and reconnects by
 //! itself. MOVED and ASK are followed by [`crate::redirect`] (a redirected script did not
-//! run, so sending it again is safe). Scripts are loaded on every master on NOSCRIPT (a promoted replica has an empty
-//! script cache) and the call retried once.
+//! run, so sending it again is safe). A call answered NOSCRIPT (a restarted node, a promoted
+//! replica) is sent again once as EVAL to the same node, which caches the script there;
+//! loading it on every master would wait for all of them, one hung master included.
 //!
 //! Consume-then-refund is not atomic across slots: between the consume and the refund a
 //! concurrent check may see the batch's consumption and be denied. It never admits more than

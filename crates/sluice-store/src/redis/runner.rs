@@ -20,9 +20,9 @@ pub(crate) enum Lane {
     Master(u16),
 }
 
-/// A Redis that runs sluice's scripts: one server or a cluster. The two required calls are
-/// the client's EVALSHA (loading the script on NOSCRIPT and retrying once); the bounded calls
-/// every caller uses are built on them here.
+/// A Redis that runs sluice's scripts: one server or a cluster. The required calls are the
+/// client's EVALSHA (on NOSCRIPT, loading the script or sending it as EVAL, once); the
+/// bounded calls every caller uses are built on them here.
 #[async_trait]
 pub(crate) trait ScriptRunner: Send + Sync + std::fmt::Debug + 'static {
     /// Which backend this is.

@@ -1,7 +1,7 @@
 //! The Lua scripts sluice runs on Redis, assembled at compile time from the files under
-//! `lua/`, and the one way they are run: EVALSHA, loading a script on NOSCRIPT (a restarted
-//! server, `SCRIPT FLUSH`, a promoted replica) and retrying once, so a script is never
-//! re-sent per call.
+//! `lua/`, and the one way they are run: EVALSHA, and on NOSCRIPT (a restarted server,
+//! `SCRIPT FLUSH`, a promoted replica) the script loaded (one server) or sent as EVAL to that
+//! node (a cluster) once, so a script is never re-sent per call.
 //!
 //! Each script is `common.lua` (the helpers every script shares) followed by the algorithm
 //! functions it needs and its main part:
