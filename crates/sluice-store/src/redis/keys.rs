@@ -14,8 +14,9 @@ use sluice_core::Algorithm;
 
 /// Percent-encodes `{`, `}` and `%` (and `:` when `colon`), leaving everything else as is.
 pub fn encode(raw: &str, colon: bool) -> Cow<'_, str> {
-    let special = |c: char| matches!(c, '{' | '}' | '%') || (colon && c == ':');
-    if !raw.contains(special) {
+    // The special characters are ASCII, so a byte scan finds them (no UTF-8 decoding).
+    let special = |b: u8| matches!(b, b'{' | b'}' | b'%') || (colon && b == b':');
+    if !raw.bytes().any(special) {
         return Cow::Borrowed(raw);
     }
     let mut out = String::with_capacity(raw.len() + 8);
@@ -58,10 +59,18 @@ pub fn suffixes(algorithm: Algorithm) -> &'static [&'static str] {
 /// Every Redis key holding the state of `(policy, key)` under `algorithm`, in the order the
 /// scripts expect them.
 pub fn limit_keys(prefix: &str, policy: &str, key: &str, algorithm: Algorithm) -> Vec<String> {
-    let tag = hash_tag(policy, key);
+    // Built by hand, not `format!`: this runs once per check.
+    let (policy, key) = (encode(policy, true), encode(key, false));
     suffixes(algorithm)
         .iter()
-        .map(|suffix| format!("{prefix}:{{{tag}}}:{suffix}"))
+        .map(|suffix| {
+            let mut name =
+                String::with_capacity(prefix.len() + policy.len() + key.len() + suffix.len() + 5);
+            for part in [prefix, ":{", &policy, ":", &key, "}:", suffix] {
+                name.push_str(part);
+            }
+            name
+        })
         .collect()
 }
 
