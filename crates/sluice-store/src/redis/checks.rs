@@ -67,7 +67,7 @@ pub(crate) async fn check<R: Grouped>(
             let shared: Arc<dyn Grouped> = Arc::clone(runner) as Arc<dyn Grouped>;
             match Groups::join(&shared, lane, pending) {
                 Joined::Lead(lead, pending) => {
-                    let decision = alone(&*shared, &pending).await;
+                    let decision = alone(&*shared, pending).await;
                     drop(lead);
                     decision
                 }

@@ -164,10 +164,15 @@ impl ClusterStore {
     }
 }
 
+/// A key of a script call, as both clients send it.
+trait ScriptKey: AsRef<str> + redis::ToRedisArgs + Sync {}
+impl ScriptKey for String {}
+impl ScriptKey for &str {}
+
 /// An argument of a script call: text or bytes, as both clients send it.
-trait ScriptArg: AsRef<[u8]> + redis::ToRedisArgs + Send + Sync {}
+trait ScriptArg: AsRef<[u8]> + redis::ToRedisArgs + Sync {}
 impl ScriptArg for String {}
-impl ScriptArg for Vec<u8> {}
+impl ScriptArg for &[u8] {}
 
 fn map_error(e: &FredError) -> StoreError {
     match e.kind() {
@@ -183,48 +188,50 @@ fn map_error(e: &FredError) -> StoreError {
 
 impl ClusterClient {
     /// EVALSHA of `script`, following MOVED and ASK (see [`redirect`]).
-    async fn invoke<T: FromValue + redis::FromRedisValue, A: ScriptArg>(
+    async fn invoke<T: FromValue + redis::FromRedisValue, K: ScriptKey, A: ScriptArg>(
         &self,
         script: ScriptId,
-        keys: Vec<String>,
-        args: Vec<A>,
+        keys: &[K],
+        args: &[A],
     ) -> Result<T, StoreError> {
-        match self.invoke_here(script, &keys, &args).await? {
+        match self.invoke_here(script, keys, args).await? {
             Some(answer) => Ok(answer),
             None => {
                 let source = script.source();
-                self.redirects.run(&self.client, source, &keys, &args).await
+                self.redirects.run(&self.client, source, keys, args).await
             }
         }
     }
 
     /// EVALSHA of `script` where the client's slot map sends it; `None` when the node
     /// answered with a redirection (the script did not run).
-    async fn invoke_here<T: FromValue, A: ScriptArg>(
+    async fn invoke_here<T: FromValue, K: ScriptKey, A: ScriptArg>(
         &self,
         script: ScriptId,
-        keys: &[String],
+        keys: &[K],
         args: &[A],
     ) -> Result<Option<T>, StoreError> {
         let Some(compiled) = self.scripts.get(script.index()) else {
             return Err(StoreError::Backend("unknown script".into()));
         };
-        let key_refs: Vec<&str> = keys.iter().map(String::as_str).collect();
-        let arg_refs: Vec<Value> = args
-            .iter()
-            .map(|arg| Value::Bytes(Bytes::copy_from_slice(arg.as_ref())))
-            .collect();
+        // Built again for the EVAL below only when it is needed (rarely): no copies per call.
+        let keys = || keys.iter().map(AsRef::as_ref).collect::<Vec<&str>>();
+        let args = || {
+            args.iter()
+                .map(|arg| Value::Bytes(Bytes::copy_from_slice(arg.as_ref())))
+                .collect::<Vec<Value>>()
+        };
         // A node without the script (restarted, failed over, flushed) gets it as EVAL, which
         // also caches it there: loading it on every master instead (fred's
         // `evalsha_with_reload`) would wait for all of them, so one hung master would stall
         // the calls, and the groups queued behind them, of every other master.
         let answer = match compiled
-            .evalsha::<T, _, _, _>(&self.client, key_refs.clone(), arg_refs.clone())
+            .evalsha::<T, _, _, _>(&self.client, keys(), args())
             .await
         {
             Err(e) if e.details().starts_with("NOSCRIPT") => {
                 self.client
-                    .eval::<T, _, _, _>(script.source(), key_refs, arg_refs)
+                    .eval::<T, _, _, _>(script.source(), keys(), args())
                     .await
             }
             answer => answer,
@@ -275,9 +282,11 @@ impl ScriptRunner for ClusterClient {
         if keys.len() != 1 {
             return Lane::Slot(slot);
         }
-        if self.masters.is_empty() && self.masters.due(now_ms) {
-            self.look_up_masters();
+        if let Some(lane) = self.masters.lane(slot) {
+            return lane;
         }
+        // The table does not know the slot (not filled yet): look it up, at most so often.
+        self.lanes_moved(now_ms);
         self.masters.lane(slot).unwrap_or(Lane::Slot(slot))
     }
 
@@ -292,12 +301,12 @@ impl ScriptRunner for ClusterClient {
     async fn eval_group(
         &self,
         lane: Lane,
-        keys: Vec<String>,
-        args: Vec<Vec<u8>>,
+        keys: &[&str],
+        args: &[&[u8]],
     ) -> Result<Option<Vec<u8>>, StoreError> {
         match lane {
             Lane::Slot(_) => self.invoke(ScriptId::Group, keys, args).await.map(Some),
-            Lane::Master(_) => self.invoke_here(ScriptId::Group, &keys, &args).await,
+            Lane::Master(_) => self.invoke_here(ScriptId::Group, keys, args).await,
         }
     }
 
@@ -307,7 +316,7 @@ impl ScriptRunner for ClusterClient {
         keys: Vec<String>,
         args: Vec<String>,
     ) -> Result<Vec<i64>, StoreError> {
-        self.invoke(script, keys, args).await
+        self.invoke(script, &keys, &args).await
     }
 
     async fn eval_text(
@@ -316,7 +325,7 @@ impl ScriptRunner for ClusterClient {
         keys: Vec<String>,
         args: Vec<String>,
     ) -> Result<Vec<String>, StoreError> {
-        self.invoke(script, keys, args).await
+        self.invoke(script, &keys, &args).await
     }
 
     /// Until the client has the slot map (just started, or reconnecting) a command fails at

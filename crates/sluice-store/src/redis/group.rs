@@ -75,6 +75,13 @@ struct Queued {
     answer: oneshot::Sender<Result<Decision, StoreError>>,
 }
 
+impl Queued {
+    /// Its (first) key: a check on a master lane has one.
+    fn key(&self) -> Option<&str> {
+        self.pending.keys.first().map(String::as_str)
+    }
+}
+
 /// A [`ScriptRunner`] that groups checks: it keeps the queues of its lanes.
 pub(crate) trait Grouped: ScriptRunner {
     /// The checks queued behind calls in flight.
@@ -200,32 +207,32 @@ async fn drain(runner: Arc<dyn Grouped>, lane: Lane) {
 /// the call did not run (a master lane whose slots moved) go again each alone.
 async fn send(runner: &dyn Grouped, lane: Lane, group: Vec<Queued>) {
     let master = matches!(lane, Lane::Master(_));
-    let mut keys = Vec::with_capacity(group.len());
     let mut params = Vec::with_capacity(PARAM_BYTES * group.len());
     for queued in &group {
-        let pending = &queued.pending;
-        pending.put_params(&mut params);
-        // A master lane declares the first check's key (it routes the call); a slot lane
-        // every key.
-        if !master || keys.is_empty() {
-            keys.extend(pending.keys.iter().cloned());
-        }
+        queued.pending.put_params(&mut params);
     }
-    let mut args: Vec<Vec<u8>> = Vec::with_capacity(4 + if master { group.len() } else { 0 });
-    args.push(group.len().to_string().into_bytes());
-    args.push(runner.layout().ttl_grace_ms.to_string().into_bytes());
-    args.push(vec![if master { b'1' } else { b'0' }]);
-    args.push(params);
+    // Borrowed from the checks, which keep them: a check the call did not run goes again.
+    let keys: Vec<&str> = if master {
+        // The first check's key only: it routes the call.
+        group.first().and_then(Queued::key).into_iter().collect()
+    } else {
+        group
+            .iter()
+            .flat_map(|q| q.pending.keys.iter().map(String::as_str))
+            .collect()
+    };
+    let (count, grace) = (
+        group.len().to_string(),
+        runner.layout().ttl_grace_ms.to_string(),
+    );
+    let lane_code: &[u8] = if master { b"1" } else { b"0" };
+    let mut args: Vec<&[u8]> = vec![count.as_bytes(), grace.as_bytes(), lane_code, &params];
     if master {
         // Every check's key, the first one included.
-        args.extend(
-            group
-                .iter()
-                .filter_map(|q| q.pending.keys.first().map(|k| k.clone().into_bytes())),
-        );
+        args.extend(group.iter().filter_map(Queued::key).map(str::as_bytes));
     }
     runner.groups().observe(runner, group.len());
-    let answers = match runner.eval_group(lane, keys, args).await {
+    let answers = match runner.eval_group(lane, &keys, &args).await {
         Ok(Some(reply)) => group_answers(&reply, group.iter().map(|q| q.pending.params.limit)),
         Ok(None) => Ok(vec![GroupAnswer::NotRun; group.len()]),
         Err(e) => Err(e),
@@ -252,7 +259,7 @@ async fn send(runner: &dyn Grouped, lane: Lane, group: Vec<Queued>) {
         runner.groups().observe_sent_again(runner, unrun.len());
         runner.lanes_moved(first.pending.now_ms);
         let again = unrun.into_iter().map(|queued| async move {
-            let decision = alone(runner, &queued.pending).await;
+            let decision = alone(runner, queued.pending).await;
             let _ = queued.answer.send(decision);
         });
         futures::future::join_all(again).await;
@@ -261,7 +268,7 @@ async fn send(runner: &dyn Grouped, lane: Lane, group: Vec<Queued>) {
 
 /// One check through its algorithm's script (a check alone on its lane, or one a group call
 /// did not run), following redirections.
-pub(crate) async fn alone(runner: &dyn Grouped, pending: &Pending) -> Result<Decision, StoreError> {
+pub(crate) async fn alone(runner: &dyn Grouped, pending: Pending) -> Result<Decision, StoreError> {
     let params = &pending.params;
     let algorithm = params.algorithm;
     let args = vec![
@@ -275,7 +282,7 @@ pub(crate) async fn alone(runner: &dyn Grouped, pending: &Pending) -> Result<Dec
     ];
     runner.groups().observe(runner, 1);
     let answer = runner
-        .eval(ScriptId::check(algorithm), pending.keys.clone(), args)
+        .eval(ScriptId::check(algorithm), pending.keys, args)
         .await?;
     Ok(outcome(params.limit, &answer)?.decision)
 }

@@ -42,8 +42,8 @@ impl Masters {
         }
     }
 
-    /// Whether the table is due a look-up at `now_ms` (it is empty, or was found stale),
-    /// claiming it if so: one caller looks up per [`REFRESH_EVERY_MS`].
+    /// Whether the table is due a look-up at `now_ms` (it did not know a slot, or was found
+    /// stale), claiming it if so: one caller looks up per [`REFRESH_EVERY_MS`].
     pub(crate) fn due(&self, now_ms: u64) -> bool {
         let last = self.looked_up_ms.load(Ordering::Relaxed);
         now_ms.saturating_sub(last) >= REFRESH_EVERY_MS
@@ -51,11 +51,6 @@ impl Masters {
                 .looked_up_ms
                 .compare_exchange(last, now_ms.max(1), Ordering::Relaxed, Ordering::Relaxed)
                 .is_ok()
-    }
-
-    /// Whether the table was never filled.
-    pub(crate) fn is_empty(&self) -> bool {
-        self.of_slot.read().is_empty()
     }
 
     /// Fills the table from the client's slot map.

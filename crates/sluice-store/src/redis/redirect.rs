@@ -75,17 +75,22 @@ impl Redirects {
 
     /// Runs `source` on the node that owns the slot of `keys` now, following the
     /// redirections it answers. `client` tells the owner (its slot map).
-    pub(crate) async fn run<T: redis::FromRedisValue, A: redis::ToRedisArgs>(
+    pub(crate) async fn run<T, K, A>(
         &self,
         client: &fred::prelude::Client,
         source: &str,
-        keys: &[String],
+        keys: &[K],
         args: &[A],
-    ) -> Result<T, StoreError> {
+    ) -> Result<T, StoreError>
+    where
+        T: redis::FromRedisValue,
+        K: AsRef<str> + redis::ToRedisArgs,
+        A: redis::ToRedisArgs,
+    {
         let Some(first) = keys.first() else {
             return Err(StoreError::Backend("a script call without keys".into()));
         };
-        let slot = ClusterRouting::hash_key(first.as_bytes());
+        let slot = ClusterRouting::hash_key(first.as_ref().as_bytes());
         let mut node = client
             .cached_cluster_state()
             .and_then(|map| {

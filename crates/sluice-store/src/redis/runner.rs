@@ -51,14 +51,14 @@ pub(crate) trait ScriptRunner: Send + Sync + std::fmt::Debug + 'static {
     fn lanes_moved(&self, _now_ms: u64) {}
 
     /// EVALSHA of the `group` script on `lane`, its arguments and answer binary (see
-    /// `group.lua`); `None` when the node answered with a redirection for a master lane (the
+    /// `group.lua`), borrowed from the queued checks, which keep them for a second try; `None` when the node answered with a redirection for a master lane (the
     /// script did not run there: its checks go again each alone). Unbounded, like
     /// [`eval`](ScriptRunner::eval).
     async fn eval_group(
         &self,
         lane: Lane,
-        keys: Vec<String>,
-        args: Vec<Vec<u8>>,
+        keys: &[&str],
+        args: &[&[u8]],
     ) -> Result<Option<Vec<u8>>, StoreError>;
 
     /// EVALSHA of `script`, answering integers. Unbounded: callers go through [`run`].

@@ -103,11 +103,11 @@ pub(crate) fn map_error(e: &RedisError) -> StoreError {
 }
 
 impl SingleClient {
-    async fn invoke<T: FromRedisValue, A: ::redis::ToRedisArgs>(
+    async fn invoke<T: FromRedisValue, K: ::redis::ToRedisArgs, A: ::redis::ToRedisArgs>(
         &self,
         script: ScriptId,
-        keys: Vec<String>,
-        args: Vec<A>,
+        keys: &[K],
+        args: &[A],
     ) -> Result<T, StoreError> {
         let script = self
             .scripts
@@ -154,7 +154,7 @@ impl ScriptRunner for SingleClient {
         keys: Vec<String>,
         args: Vec<String>,
     ) -> Result<Vec<i64>, StoreError> {
-        self.invoke(script, keys, args).await
+        self.invoke(script, &keys, &args).await
     }
 
     async fn eval_text(
@@ -163,14 +163,14 @@ impl ScriptRunner for SingleClient {
         keys: Vec<String>,
         args: Vec<String>,
     ) -> Result<Vec<String>, StoreError> {
-        self.invoke(script, keys, args).await
+        self.invoke(script, &keys, &args).await
     }
 
     async fn eval_group(
         &self,
         _lane: Lane,
-        keys: Vec<String>,
-        args: Vec<Vec<u8>>,
+        keys: &[&str],
+        args: &[&[u8]],
     ) -> Result<Option<Vec<u8>>, StoreError> {
         self.invoke(ScriptId::Group, keys, args).await.map(Some)
     }
