@@ -49,9 +49,10 @@ pub struct RedisStoreConfig {
     pub connect_timeout: Duration,
     /// Most concurrent calls; more are refused with `Unavailable`. Default 4096.
     pub max_in_flight: usize,
-    /// Added to every key's TTL. Default 0: a key lives exactly until its state is fresh
-    /// again. Keeping a key longer never changes a decision (an expired state decides as a
-    /// fresh one); it only costs memory. Tests replaying synthetic time use it.
+    /// Added to every key's TTL on top of the [`expiry_grace`](crate::expiry_grace) of
+    /// `timeout` every key keeps anyway. Default 0. Keeping a key longer never changes a
+    /// decision (an expired state decides as a fresh one); it only costs memory. Tests
+    /// replaying synthetic time use it.
     pub ttl_grace: Duration,
     /// Sets `TCP_NODELAY` on the connection. Default false (the client's default: small
     /// concurrent commands may be coalesced). True for a link to another region, where
@@ -93,9 +94,10 @@ pub struct ClusterStoreConfig {
     pub connect_timeout: Duration,
     /// Most concurrent calls; more are refused with `Unavailable`. Default 4096.
     pub max_in_flight: usize,
-    /// Added to every key's TTL. Default 0: a key lives exactly until its state is fresh
-    /// again. Keeping a key longer never changes a decision (an expired state decides as a
-    /// fresh one); it only costs memory. Tests replaying synthetic time use it.
+    /// Added to every key's TTL on top of the [`expiry_grace`](crate::expiry_grace) of
+    /// `timeout` every key keeps anyway. Default 0. Keeping a key longer never changes a
+    /// decision (an expired state decides as a fresh one); it only costs memory. Tests
+    /// replaying synthetic time use it.
     pub ttl_grace: Duration,
 }
 

@@ -21,8 +21,9 @@
 //! implement (a Redis that runs a script). Each algorithm is a Lua script (`src/redis/lua/`) mirroring the core's integer
 //! arithmetic exactly, run by EVALSHA with the daemon's `now` (loaded on NOSCRIPT, never
 //! re-sent per call): one check is one EVALSHA. Keys follow [`keys`]:
-//! `{prefix}:{<policy>:<key>}:<suffix>`, every key with a TTL equal to the time until its
-//! state is fresh again. A batch is one script when its keys share a slot (always on a
+//! `{prefix}:{<policy>:<key>}:<suffix>`, every key with a TTL of the time until its state is
+//! fresh again plus the store's [`expiry_grace`], so a check that queued past an edge still
+//! finds the state it was stamped against. A batch is one script when its keys share a slot (always on a
 //! single server) and consume-then-refund across slots on a cluster.
 //!
 //! Neither Redis store ever blocks past its `timeout` nor queues without bound: at most
@@ -33,6 +34,7 @@
 
 mod config;
 mod error;
+mod grace;
 mod memory;
 mod redis;
 mod store;
@@ -42,6 +44,7 @@ pub use config::{
     DEFAULT_TIMEOUT, RedisStoreConfig, redact_url,
 };
 pub use error::StoreError;
+pub use grace::{CLOCK_MARGIN, expiry_grace};
 pub use memory::{MemoryStore, MemoryStoreConfig};
 pub use redis::replicated::{
     PeerBackend, ReplicatedStore, ReplicatedStoreConfig, Replication, ReplicationObserver,

@@ -25,6 +25,10 @@ pub struct MemoryStoreConfig {
     pub max_keys: u64,
     /// Number of independently locked shards; rounded up to a power of two.
     pub shards: usize,
+    /// How long a key is kept past its state's expiry, by housekeeping and by eviction alike,
+    /// for a check stamped before that expiry that reaches its shard after it (see
+    /// [`crate::expiry_grace`]). Default [`CLOCK_MARGIN`](crate::CLOCK_MARGIN).
+    pub grace: std::time::Duration,
 }
 
 impl Default for MemoryStoreConfig {
@@ -32,6 +36,7 @@ impl Default for MemoryStoreConfig {
         MemoryStoreConfig {
             max_keys: 1_000_000,
             shards: 64,
+            grace: crate::CLOCK_MARGIN,
         }
     }
 }
@@ -479,6 +484,8 @@ fn hash_of(hasher: &RandomState, policy: &str, key: &[u8]) -> u64 {
 pub struct MemoryStore {
     shards: Box<[Mutex<Shard>]>,
     shard_capacity: u64,
+    /// [`MemoryStoreConfig::grace`] in ms: keys are forgotten as of this long ago.
+    grace_ms: u64,
     hasher: RandomState,
     keys: AtomicU64,
     /// Run-time overrides and their version (one daemon: nobody else to tell).
@@ -513,6 +520,7 @@ impl MemoryStore {
                 })
                 .collect(),
             shard_capacity: max_keys / shards as u64,
+            grace_ms: u64::try_from(config.grace.as_millis()).unwrap_or(u64::MAX),
             hasher: RandomState::new(),
             keys: AtomicU64::new(0),
             overrides: Mutex::new((0, BTreeMap::new())),
@@ -530,7 +538,7 @@ impl MemoryStore {
         let expires_at = sluice_core::expires_at(&check.params, &state);
         let known = shard.get(hash, check.policy, check.key).is_some();
         while !known && shard.len >= self.shard_capacity {
-            if !shard.evict_one(now_ms, &self.hasher) {
+            if !shard.evict_one(now_ms.saturating_sub(self.grace_ms), &self.hasher) {
                 break;
             }
             self.keys.fetch_sub(1, Ordering::Relaxed);
@@ -662,10 +670,11 @@ impl Store for MemoryStore {
     }
 
     fn housekeep(&self, now_ms: u64) {
+        let as_of = now_ms.saturating_sub(self.grace_ms);
         for shard in self.shards.iter() {
             let freed = shard
                 .lock()
-                .retain(&self.hasher, |entry| entry.expiry.at_ms() > now_ms);
+                .retain(&self.hasher, |entry| entry.expiry.at_ms() > as_of);
             self.keys.fetch_sub(freed, Ordering::Relaxed);
         }
     }
@@ -710,6 +719,8 @@ mod tests {
     use super::*;
 
     const T0: u64 = 1_700_000_000_000;
+    /// The default grace, in ms: keys are forgotten only this long after their expiry.
+    const GRACE_MS: u64 = crate::CLOCK_MARGIN.as_millis() as u64;
 
     fn check<'a>(key: &'a str, params: Params, cost: u64) -> Check<'a> {
         Check {
@@ -821,6 +832,7 @@ mod tests {
         MemoryStore::new(MemoryStoreConfig {
             max_keys: 64,
             shards: 1,
+            ..MemoryStoreConfig::default()
         })
     }
 
@@ -900,6 +912,7 @@ mod tests {
         let store = MemoryStore::new(MemoryStoreConfig {
             max_keys: EVICTION_SAMPLES as u64,
             shards: 1,
+            ..MemoryStoreConfig::default()
         });
         let short = fixed(5, 1000);
         let long = fixed(5, 3_600_000);
@@ -916,8 +929,9 @@ mod tests {
         }
         let full = Some(EVICTION_SAMPLES as u64);
         assert_eq!(store.tracked_keys(), full);
-        // A second later the short keys are fresh again: new keys replace them one by one.
-        let later = T0 + 1000;
+        // A second and the grace later the short keys are fresh again, and no check stamped
+        // before they were can still arrive: new keys replace them one by one.
+        let later = T0 + 1000 + GRACE_MS;
         for i in 0..half {
             store
                 .check(&check(&format!("new-{i}"), long, 1), later)
@@ -1059,7 +1073,10 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(store.tracked_keys(), Some(2));
-        store.housekeep(T0 + 1000);
+        // Within the grace past its expiry, a key is kept for checks stamped before it.
+        store.housekeep(T0 + 1000 + GRACE_MS - 1);
+        assert_eq!(store.tracked_keys(), Some(2));
+        store.housekeep(T0 + 1000 + GRACE_MS);
         assert_eq!(store.tracked_keys(), Some(1));
         let b = store
             .check(&check("b", fixed(5, 60_000), 0), T0 + 1000)

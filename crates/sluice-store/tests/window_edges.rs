@@ -92,7 +92,9 @@ async fn no_algorithm_admits_past_its_bound_across_window_edges_under_load() {
 
     let redis_pids = vec![pid_of(servers.redis.port())];
     let cluster_pids: Vec<String> = servers.cluster.ports().into_iter().map(pid_of).collect();
-    let runs: Vec<(&str, Vec<Arc<dyn Store>>, Vec<String>)> = vec![
+    // Per backend: its four stores (one for memory: a daemon's own) and the processes to pause.
+    type Run = (&'static str, Vec<Arc<dyn Store>>, Vec<String>);
+    let runs: Vec<Run> = vec![
         ("memory", vec![memory], Vec::new()),
         ("redis", redis, redis_pids),
         ("cluster", cluster, cluster_pids),
@@ -233,7 +235,8 @@ fn check_invariants(backend: &str, answers: &[Answer]) -> Vec<String> {
                 }
             }
             Algorithm::SlidingWindowLog => {
-                let mut decided: Vec<u64> = allowed.iter().map(|a| a.reset_ms - WINDOW_MS).collect();
+                let mut decided: Vec<u64> =
+                    allowed.iter().map(|a| a.reset_ms - WINDOW_MS).collect();
                 decided.sort_unstable();
                 let mut first = 0;
                 for (last, at) in decided.iter().enumerate() {

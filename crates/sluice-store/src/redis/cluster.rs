@@ -147,7 +147,7 @@ impl ClusterStore {
                 client,
                 redirects,
                 scripts,
-                layout: Layout::new(config.prefix, config.ttl_grace),
+                layout: Layout::new(config.prefix, timeout, config.ttl_grace),
                 groups: Groups::default(),
                 masters: Masters::default(),
                 bounds: Bounds::new(timeout, max_in_flight),

@@ -110,16 +110,23 @@ pub fn key_slot(key: &str) -> u16 {
 pub(crate) struct Layout {
     /// `backend.prefix`.
     pub prefix: String,
-    /// Milliseconds added to every TTL.
+    /// Milliseconds added to every TTL: the store's expiry grace and any extra grace.
     pub ttl_grace_ms: u64,
 }
 
 impl Layout {
-    pub(crate) fn new(prefix: String, ttl_grace: std::time::Duration) -> Self {
+    /// The layout of a store with `prefix` whose calls end within `timeout`, keeping keys
+    /// [`expiry_grace`](crate::expiry_grace) plus `extra_grace` past their state's expiry.
+    pub(crate) fn new(
+        prefix: String,
+        timeout: std::time::Duration,
+        extra_grace: std::time::Duration,
+    ) -> Self {
+        let grace = crate::expiry_grace(timeout).saturating_add(extra_grace);
         Layout {
             prefix,
             // Far beyond any window; keeps TTL arithmetic from overflowing.
-            ttl_grace_ms: ttl_grace.as_millis().min(1 << 40) as u64,
+            ttl_grace_ms: grace.as_millis().min(1 << 40) as u64,
         }
     }
 }

@@ -83,7 +83,7 @@ impl RedisStore {
             client: Arc::new(SingleClient {
                 manager,
                 scripts,
-                layout: Layout::new(config.prefix, config.ttl_grace),
+                layout: Layout::new(config.prefix, config.timeout, config.ttl_grace),
                 groups: Groups::default(),
                 bounds: Bounds::new(config.timeout, config.max_in_flight),
             }),
