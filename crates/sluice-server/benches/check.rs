@@ -19,8 +19,8 @@ use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_m
 use sluice_server::App;
 use sluice_server::clock::ManualClock;
 use sluice_server::config::{self, ConfigSource};
-use sluice_server::limiter::CheckInput;
-use sluice_server::stores::Stores;
+use sluice_server::service::limiter::CheckInput;
+use sluice_server::service::stores::Stores;
 
 mod threads;
 

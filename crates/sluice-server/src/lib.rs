@@ -39,25 +39,19 @@
 //!    [`limiter::Verdict`], which [`http::answer`] turns into the body and the rate-limit
 //!    headers of the response.
 
-pub mod app;
-pub mod clients;
 pub mod clock;
 pub mod config;
 pub mod exposition;
-pub mod health;
 pub mod histogram;
 pub mod http;
-pub mod limiter;
 pub mod metrics;
-pub mod overrides;
-pub mod policy;
 pub mod resp;
 pub mod rls;
 pub mod server;
-pub mod stores;
+pub mod service;
 pub mod telemetry;
 #[cfg(any(test, feature = "test-support"))]
 pub mod testing;
 pub mod top;
 
-pub use crate::app::App;
+pub use crate::service::App;

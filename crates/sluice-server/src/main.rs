@@ -12,7 +12,7 @@ use sluice_server::clock::SystemClock;
 use sluice_server::config::{self, ConfigSource, Settings};
 use sluice_server::server;
 use sluice_server::server::activation::{self, Inherited};
-use sluice_server::stores::Stores;
+use sluice_server::service::stores::Stores;
 use sluice_server::telemetry::{self, Telemetry};
 use tokio::signal::unix::{SignalKind, signal};
 

@@ -17,7 +17,7 @@ use super::forward_auth::CallerRules;
 use super::parse::{parse_mode, parse_positive_duration};
 use super::region::{RegionSettings, compile_region};
 use super::schema::{BackendConfig, Config, ListenConfig, PolicyConfig, TelemetryConfig};
-use crate::policy::PolicySet;
+use crate::service::policy::PolicySet;
 use crate::rls::Rules;
 
 /// Everything the daemon runs on, compiled from one [`Config`].

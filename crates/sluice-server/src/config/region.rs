@@ -16,7 +16,7 @@ use super::backend::{BackendSettings, check_store};
 use super::error::FieldError;
 use super::parse::{is_valid_name, parse_positive_duration};
 use super::schema::{BackendConfig, RegionConfig, RemoteConfig};
-use crate::policy::{PolicySet, Scope};
+use crate::service::policy::{PolicySet, Scope};
 
 /// `[region]`, compiled. The default is a single region.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

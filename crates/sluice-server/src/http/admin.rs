@@ -1,7 +1,7 @@
 //! The admin API: change a tier's limit at run time without a deploy. Served only when
 //! `admin.token` is set, and only to requests carrying `Authorization: Bearer TOKEN` (compared
 //! in constant time). Changes are stored in the backend, so they survive restarts and reach
-//! every daemon sharing it (see [`overrides`](crate::overrides)); each is logged with who,
+//! every daemon sharing it (see [`overrides`](crate::service::overrides)); each is logged with who,
 //! what, the old and the new value.
 
 use axum::Router;
@@ -16,10 +16,11 @@ use sluice_api::{OverrideRequest, OverrideView, OverridesResponse, codes};
 use sluice_store::{LimitOverride, StoreError};
 use subtle::ConstantTimeEq;
 
-use super::error::{ApiError, json_response, parse_json};
-use crate::app::App;
+use crate::service::json::{ApiError, json_response};
+use super::error::{parse_json};
+use crate::service::app::App;
 use crate::config::is_valid_name;
-use crate::overrides::{self, OverrideError};
+use crate::service::overrides::{self, OverrideError};
 
 /// The admin routes, guarded by `token`.
 pub fn router(app: App, token: std::sync::Arc<str>) -> Router {

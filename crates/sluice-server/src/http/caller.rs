@@ -19,7 +19,7 @@ use std::net::{IpAddr, SocketAddr};
 
 use http::{HeaderMap, HeaderName};
 
-use super::error::ApiError;
+use crate::service::json::ApiError;
 use crate::config::forward_auth::CallerRules;
 use sluice_api::MAX_KEY_BYTES;
 

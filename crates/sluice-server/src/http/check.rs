@@ -1,5 +1,5 @@
 //! `POST /v1/check`: a single check or an all-or-nothing batch, parsed from the body without
-//! copying its strings, decided by the limiter, answered by [`answer`](super::answer).
+//! copying its strings, decided by the limiter, answered by [`answer`](crate::service::answer).
 
 use std::borrow::Cow;
 use std::fmt;
@@ -12,10 +12,11 @@ use http::StatusCode;
 use serde::Deserialize;
 use serde::de::{self, Deserializer, Visitor};
 
-use super::answer::{batch_response, body_of, check_answer, set_headers};
-use super::error::{ApiError, JSON, PROBLEM_JSON, body_rejection, parse_json};
-use crate::app::App;
-use crate::limiter::CheckInput;
+use crate::service::answer::{batch_response, body_of, check_answer, set_headers};
+use crate::service::json::{ApiError, JSON, PROBLEM_JSON};
+use super::error::{body_rejection, parse_json};
+use crate::service::app::App;
+use crate::service::limiter::CheckInput;
 use crate::telemetry::TraceParent;
 
 /// A string borrowed from the body when it has no escapes, so parsing allocates nothing.

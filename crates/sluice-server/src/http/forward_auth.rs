@@ -16,10 +16,10 @@ use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Response};
 use http::{HeaderMap, StatusCode};
 
-use super::answer::{body_of, set_headers};
-use super::error::{ApiError, PROBLEM_JSON, json_response, json_with};
-use crate::app::App;
-use crate::limiter::CheckInput;
+use crate::service::answer::{body_of, set_headers};
+use crate::service::json::{ApiError, PROBLEM_JSON, json_response, json_with};
+use crate::service::app::App;
+use crate::service::limiter::CheckInput;
 
 /// The plan tier of the caller.
 pub const TIER_HEADER: &str = "x-plan-tier";

@@ -15,7 +15,7 @@ use http::{HeaderMap, HeaderValue, Request, StatusCode};
 use sluice_api::{MAX_BODY_BYTES, codes};
 use tower::{Layer, Service};
 
-use super::error::ApiError;
+use crate::service::json::ApiError;
 
 /// Wraps every route in [`RefuseLargeBodies`].
 #[derive(Debug, Clone, Copy, Default)]

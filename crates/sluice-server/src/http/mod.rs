@@ -10,10 +10,9 @@
 //! - [`large_bodies`]: the 413 of a declared body over the limit, before it is read.
 //!
 //! Here: the router and the operational routes (`/healthz`, `/readyz`, `/metrics`,
-//! `/v1/policies`). Decisions come from the [`Limiter`](crate::limiter::Limiter) only.
+//! `/v1/policies`). Decisions come from the [`Limiter`](crate::service::limiter::Limiter) only.
 
 pub mod admin;
-pub mod answer;
 pub mod caller;
 mod check;
 pub mod error;
@@ -30,9 +29,10 @@ use http::{HeaderMap, HeaderValue, StatusCode};
 use serde::Serialize;
 use sluice_api::{MAX_BODY_BYTES, codes};
 
-use crate::app::App;
+use crate::service::app::App;
 use crate::exposition::Format;
-use error::{ApiError, json_response, method_not_allowed, not_found};
+use crate::service::json::{ApiError, json_response};
+use error::{method_not_allowed, not_found};
 
 /// The router of the API.
 pub fn router(app: App) -> Router {
@@ -157,7 +157,7 @@ mod tests {
 
     use super::*;
     use crate::clock::ManualClock;
-    use crate::stores::Stores;
+    use crate::service::stores::Stores;
     use crate::testing::{self, Down};
 
     async fn call(body: &'static str, path: &str) -> (StatusCode, HeaderMap, serde_json::Value) {

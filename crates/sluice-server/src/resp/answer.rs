@@ -12,8 +12,8 @@ use super::command::{COMMANDS, Command};
 use super::error::CommandError;
 use super::reply::{self, int, shown};
 use super::throttle::{self, ThrottleReply};
-use crate::app::App;
-use crate::limiter::{LimitError, Verdict};
+use crate::service::app::App;
+use crate::service::limiter::{LimitError, Verdict};
 use crate::telemetry::TraceParent;
 
 /// `CLIENT ID`s, unique for the daemon's life.

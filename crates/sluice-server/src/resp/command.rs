@@ -14,7 +14,7 @@
 use super::error::{CommandError, integer, text};
 use super::reply::shown;
 use super::throttle::Throttle;
-use crate::limiter::CheckInput;
+use crate::service::limiter::CheckInput;
 
 /// Longest connection name `CLIENT SETNAME` keeps.
 pub const MAX_CLIENT_NAME: usize = 256;

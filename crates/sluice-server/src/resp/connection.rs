@@ -20,7 +20,7 @@ use super::command::{self, Command};
 use super::error::CommandError;
 use super::frame::{self, Next};
 use super::reply;
-use crate::app::App;
+use crate::service::app::App;
 use crate::config::ConnectionSettings;
 use crate::server::stop::Stop;
 

@@ -28,7 +28,7 @@ mod properties;
 
 use tokio::io::{AsyncRead, AsyncWrite};
 
-use crate::app::App;
+use crate::service::app::App;
 use crate::config::ConnectionSettings;
 use crate::server::accept::ServeConnection;
 use crate::server::stop::Stop;

@@ -11,9 +11,9 @@ use proptest::prelude::*;
 use super::answer::{Session, answer_all};
 use super::connection::frames;
 use super::frame::MAX_ARRAY_HEADERS;
-use crate::app::App;
+use crate::service::app::App;
 use crate::clock::ManualClock;
-use crate::stores::Stores;
+use crate::service::stores::Stores;
 use crate::testing;
 
 fn encode(args: &[Vec<u8>]) -> Vec<u8> {

@@ -21,8 +21,8 @@ use sluice_store::Check;
 
 use super::error::{CommandError, integer, text};
 use super::reply::int;
-use crate::app::App;
-use crate::limiter::LimitError;
+use crate::service::app::App;
+use crate::service::limiter::LimitError;
 
 /// The namespace of `CL.THROTTLE` state in the store: not a valid policy name.
 pub const NAMESPACE: &str = "@cl.throttle";

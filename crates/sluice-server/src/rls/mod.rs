@@ -4,7 +4,7 @@
 //!
 //! A request's `domain` and each descriptor's entry keys pick a `[[rls.descriptors]]` rule
 //! ([`Rules`]); its key template over the entry values gives the sluice key. Decisions go
-//! through the [`Limiter`](crate::limiter::Limiter) like every HTTP check, so metrics, traces,
+//! through the [`Limiter`](crate::service::limiter::Limiter) like every HTTP check, so metrics, traces,
 //! shadow mode and fail modes apply unchanged. See [`service`] for the mapping of answers.
 
 #[allow(

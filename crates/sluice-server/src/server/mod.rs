@@ -29,10 +29,10 @@ use tokio::net::TcpListener;
 pub use self::gate::{ConnectionGate, ConnectionPermit, HTTP_OVERLOADED};
 pub use self::stop::Stop;
 pub use self::unix::{BoundUnix, bind_unix};
-use crate::app::App;
+use crate::service::app::App;
 use crate::config::ConnectionSettings;
 use crate::http;
-use crate::overrides;
+use crate::service::overrides;
 
 /// How often the store forgets expired keys.
 const HOUSEKEEPING_EVERY: Duration = Duration::from_secs(1);
@@ -234,7 +234,7 @@ mod tests {
 
     use super::*;
     use crate::clock::ManualClock;
-    use crate::stores::Stores;
+    use crate::service::stores::Stores;
     use crate::testing::{self, Gate};
 
     #[tokio::test]

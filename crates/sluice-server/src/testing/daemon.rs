@@ -11,11 +11,11 @@ use sluice_client::Client;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-use crate::app::App;
+use crate::service::app::App;
 use crate::clock::{Clock, ManualClock, SystemClock};
 use crate::config::ConnectionSettings;
 use crate::server::{self, Listeners};
-use crate::stores::Stores;
+use crate::service::stores::Stores;
 
 /// A round instant (aligned to every test window) so expected values are easy to read.
 pub const T0: u64 = 1_800_000_000_000;

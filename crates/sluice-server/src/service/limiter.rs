@@ -14,8 +14,8 @@ use sluice_store::{Check, Store, StoreError, StoreKind};
 use tracing::Span;
 
 use crate::metrics::{Metrics, PolicyTierLabels, RequestLabels};
-use crate::policy::{FailMode, Limit, NO_TIER, OTHER, Policy, PolicySet, Scope};
-use crate::stores::RegionStores;
+use crate::service::policy::{FailMode, Limit, NO_TIER, OTHER, Policy, PolicySet, Scope};
+use crate::service::stores::RegionStores;
 use crate::telemetry::{self, TraceParent};
 use crate::top::TopKeys;
 

@@ -8,10 +8,10 @@ use arc_swap::ArcSwap;
 
 use crate::clock::Clock;
 use crate::config::{RegionSettings, Settings};
-use crate::limiter::Limiter;
+use crate::service::limiter::Limiter;
 use crate::metrics::Metrics;
-use crate::overrides::RuntimeLimits;
-use crate::stores::Stores;
+use crate::service::overrides::RuntimeLimits;
+use crate::service::stores::Stores;
 
 /// The bound on store calls when the settings have none (process memory cannot hang; a test
 /// store standing in for Redis still gets one).

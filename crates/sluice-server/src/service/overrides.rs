@@ -17,8 +17,8 @@ use parking_lot::Mutex;
 use sluice_store::{LimitOverride, OverrideStore, StoreError};
 
 use crate::config::{FieldError, PolicyConfig, TierConfig};
-use crate::limiter::Limiter;
-use crate::policy::PolicySet;
+use crate::service::limiter::Limiter;
+use crate::service::policy::PolicySet;
 
 /// How often a daemon asks the backend whether the overrides changed.
 pub const SYNC_EVERY: Duration = Duration::from_millis(250);

@@ -23,7 +23,7 @@ use sluice_store::{
     BatchObserver, Check, LimitOverride, OverrideStore, Store, StoreError, StoreKind,
 };
 
-use crate::clients::WithOverrides;
+use crate::service::clients::WithOverrides;
 use crate::config::BackendSettings;
 
 /// Failed checks in a row before the backend counts as down (one timeout is no outage).
@@ -195,7 +195,7 @@ impl Watched {
     /// A new client from the settings in place of the current one; calls in flight finish
     /// on the old one, which closes once the last of them is done.
     fn rebuild(&self) {
-        match crate::clients::with_overrides(&self.settings) {
+        match crate::service::clients::with_overrides(&self.settings) {
             Ok(client) => {
                 if let Some(observer) = &*self.observer.lock() {
                     client.0.set_batch_observer(Arc::clone(observer));

@@ -11,10 +11,10 @@ use sluice_store::{
     Store,
 };
 
-use crate::clients::{WithOverrides, shared, with_overrides};
+use crate::service::clients::{WithOverrides, shared, with_overrides};
 use crate::clock::Clock;
 use crate::config::{BackendSettings, RegionSettings};
-use crate::health::Watched;
+use crate::service::health::Watched;
 
 /// Every store of the daemon.
 #[derive(Debug, Clone)]

@@ -1,0 +1,25 @@
+//! What the daemon decides, free of any transport: the policies compiled from the settings
+//! and their run-time overrides, the stores they are decided on, the limiter that calls them,
+//! the health of a Redis backend, and the answer a decision becomes. HTTP, the Envoy RLS and
+//! RESP are transports that call into this module; nothing here imports a transport.
+//!
+//! - [`app`]: [`App`], the state every transport shares, and [`App::reload`].
+//! - [`policy`]: policies compiled for the check path; [`overrides`]: the file's policies
+//!   merged with the run-time overrides, and the loop that keeps them in sync.
+//! - [`stores`]: the stores the settings describe, built from the clients of [`clients`];
+//!   [`health`]: whether a Redis backend's checks get answers.
+//! - [`limiter`]: the one place that calls a store.
+//! - [`answer`]: the body and headers of a decision; [`json`]: the JSON encoding of every
+//!   answer and the error answer.
+
+pub mod answer;
+pub mod app;
+pub mod clients;
+pub mod health;
+pub mod json;
+pub mod limiter;
+pub mod overrides;
+pub mod policy;
+pub mod stores;
+
+pub use app::App;
