@@ -18,7 +18,7 @@ use std::task::{Context, Poll, Waker};
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use sluice_server::App;
 use sluice_server::clock::ManualClock;
-use sluice_server::config::{self, ConfigSource};
+use sluice_server::config::ConfigSource;
 use sluice_server::service::limiter::CheckInput;
 use sluice_server::service::stores::Stores;
 
@@ -48,7 +48,7 @@ fn check(c: &mut Criterion) {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let _inside = runtime.enter();
     let load = || {
-        config::load(&ConfigSource::Text {
+        sluice_server::service::load(&ConfigSource::Text {
             name: "bench.toml".to_owned(),
             toml: CONFIG.to_owned(),
         })
@@ -60,7 +60,12 @@ fn check(c: &mut Criterion) {
     for threads in [1usize, 2] {
         let settings = load();
         let clock = Arc::new(ManualClock::new(T0));
-        let stores = Stores::build(&settings.backend, &settings.region, clock.clone()).unwrap();
+        let stores = Stores::build(
+            &settings.settings.backend,
+            &settings.settings.region,
+            clock.clone(),
+        )
+        .unwrap();
         let app = App::new(settings, stores, clock);
         group.bench_function(BenchmarkId::from_parameter(format!("{threads}t")), |b| {
             b.iter_custom(|iters| {

@@ -9,10 +9,11 @@ use anyhow::{Context, Result};
 use clap::Parser;
 use sluice_server::App;
 use sluice_server::clock::SystemClock;
-use sluice_server::config::{self, ConfigSource, Settings};
+use sluice_server::config::ConfigSource;
 use sluice_server::server;
 use sluice_server::server::activation::{self, Inherited};
 use sluice_server::service::stores::Stores;
+use sluice_server::service::{self, Compiled};
 use sluice_server::telemetry::{self, Telemetry};
 use tokio::signal::unix::{SignalKind, signal};
 
@@ -60,12 +61,12 @@ struct Args {
 fn main() -> ExitCode {
     let args = Args::parse();
     if let Some(path) = args.check_config {
-        return match config::load(&ConfigSource::File(path.clone())) {
-            Ok(settings) => {
+        return match service::load(&ConfigSource::File(path.clone())) {
+            Ok(compiled) => {
                 println!(
                     "{}: valid, {} policies",
                     path.display(),
-                    settings.policies.len()
+                    compiled.policies.len()
                 );
                 ExitCode::SUCCESS
             }
@@ -78,8 +79,8 @@ fn main() -> ExitCode {
     let source = args
         .config
         .map_or(ConfigSource::Builtin, ConfigSource::File);
-    let settings = match config::load(&source) {
-        Ok(settings) => settings,
+    let compiled = match service::load(&source) {
+        Ok(compiled) => compiled,
         Err(err) => {
             eprintln!("{err}");
             return ExitCode::from(2);
@@ -101,7 +102,8 @@ fn main() -> ExitCode {
         }
     };
     // Inside the runtime: the trace exporter's gRPC channel lives on it.
-    let telemetry = match runtime.block_on(async { telemetry::init(&settings.telemetry) }) {
+    let telemetry = match runtime.block_on(async { telemetry::init(&compiled.settings.telemetry) })
+    {
         Ok(telemetry) => telemetry,
         Err(err) => {
             eprintln!("sluiced: {err}");
@@ -112,7 +114,11 @@ fn main() -> ExitCode {
     // fails here is still the config's (a client that cannot be built from it): exit 2 naming
     // the file, as for every config error.
     let stores = match runtime.block_on(async {
-        Stores::build(&settings.backend, &settings.region, Arc::new(SystemClock))
+        Stores::build(
+            &compiled.settings.backend,
+            &compiled.settings.region,
+            Arc::new(SystemClock),
+        )
     }) {
         Ok(stores) => stores,
         Err(err) => {
@@ -120,7 +126,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let code = match runtime.block_on(run(source, settings, stores, inherited, &telemetry)) {
+    let code = match runtime.block_on(run(source, compiled, stores, inherited, &telemetry)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             tracing::error!("{err:#}");
@@ -138,19 +144,20 @@ fn main() -> ExitCode {
 
 async fn run(
     source: ConfigSource,
-    settings: Settings,
+    compiled: Compiled,
     stores: Stores,
     inherited: Inherited,
     telemetry: &Telemetry,
 ) -> Result<()> {
+    let settings = &compiled.settings;
     let listen = settings.listen.clone();
     let backend = settings.backend.kind();
     let address = settings.backend.address();
     let sample_ratio = settings.telemetry.sample_ratio;
-    let mut policies: Vec<String> = settings.policies.names().map(|n| n.to_string()).collect();
+    let mut policies: Vec<String> = compiled.policies.names().map(|n| n.to_string()).collect();
     policies.sort_unstable();
     let policies = policies.join(",");
-    let app = App::new(settings, stores, Arc::new(SystemClock));
+    let app = App::new(compiled, stores, Arc::new(SystemClock));
 
     let budget = server::fd_limit::raise_and_cap(listen.connections.max_connections);
     let (mut listeners, described) = server::bind::listeners(&listen, inherited).await?;
@@ -200,7 +207,7 @@ async fn run(
             tokio::select! {
                 _ = terminate.recv() => break,
                 _ = interrupt.recv() => break,
-                _ = hangup.recv() => reload(&reload_app, &source),
+                _ = hangup.recv() => reload_app.reload(&source),
             }
         }
         activation::notify_stopping();
@@ -237,41 +244,4 @@ async fn run(
 
 fn describe_limit(limit: Option<u64>) -> String {
     limit.map_or_else(|| "unlimited".to_owned(), |n| n.to_string())
-}
-
-/// SIGHUP: new policies from the same source, or the running ones kept if invalid.
-fn reload(app: &App, source: &ConfigSource) {
-    let metrics = app.limiter.metrics();
-    let compiled = config::load(source)
-        .map_err(|err| err.to_string())
-        .and_then(|settings| {
-            if settings.region != *app.region {
-                return Err("[region] changed: it is read at start, restart to apply it".into());
-            }
-            let (rls, forward_auth) = (settings.rls, settings.forward_auth);
-            app.limits
-                .replace_file(settings.policy_configs)
-                .map(|policies| (policies, rls, forward_auth))
-                .map_err(|errors| {
-                    errors
-                        .iter()
-                        .map(ToString::to_string)
-                        .collect::<Vec<_>>()
-                        .join("\n")
-                })
-        });
-    match compiled {
-        Ok((policies, rls, forward_auth)) => {
-            let count = policies.len();
-            app.limiter.replace_policies(policies);
-            app.rls.store(Arc::new(rls));
-            app.forward_auth.store(Arc::new(forward_auth));
-            metrics.reloaded(true);
-            tracing::info!(policies = count, "config reloaded");
-        }
-        Err(why) => {
-            metrics.reloaded(false);
-            tracing::error!("config reload failed, keeping the running config:\n{why}");
-        }
-    }
 }

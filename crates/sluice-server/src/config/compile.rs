@@ -1,7 +1,9 @@
-//! The one compile step: the configuration as written ([`Config`]) in, the typed settings the
-//! daemon runs on ([`Settings`]) out, every problem collected on the way. Start, SIGHUP reload
-//! and `--check-config` all call [`compile`], so what `--check-config` accepts the daemon
-//! accepts: nothing downstream parses a value again or falls back on a default.
+//! The configuration's own compile step: the configuration as written ([`Config`]) in, the
+//! typed settings the daemon runs on ([`Settings`]) out, every problem collected on the way.
+//! The policies and the RLS rules are compiled by the service from the same [`Config`], in
+//! the same load (see [`load_with`](super::load::load_with)), so start, SIGHUP reload and
+//! `--check-config` see every problem at once: nothing downstream parses a value again or
+//! falls back on a default.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -17,8 +19,6 @@ use super::forward_auth::CallerRules;
 use super::parse::{parse_mode, parse_positive_duration};
 use super::region::{RegionSettings, compile_region};
 use super::schema::{BackendConfig, Config, ListenConfig, PolicyConfig, TelemetryConfig};
-use crate::service::policy::PolicySet;
-use crate::rls::Rules;
 
 /// Everything the daemon runs on, compiled from one [`Config`].
 #[derive(Debug)]
@@ -30,11 +30,9 @@ pub struct Settings {
     pub telemetry: TelemetrySettings,
     /// `admin.token`; `None` keeps the admin API off.
     pub admin_token: Option<Arc<str>>,
-    /// `[policies.*]` as written: run-time overrides are merged into them and recompiled.
+    /// `[policies.*]` as written: the service compiles them (with the run-time overrides
+    /// merged in) into the policies checks are decided on.
     pub policy_configs: BTreeMap<String, PolicyConfig>,
-    pub policies: PolicySet,
-    /// `[[rls.descriptors]]`.
-    pub rls: Rules,
     /// `[forward_auth]`: how forward-auth requests name their caller.
     pub forward_auth: CallerRules,
     pub region: RegionSettings,
@@ -118,59 +116,26 @@ pub fn compile(config: &Config) -> Result<Settings, Vec<FieldError>> {
              [policies.NAME] section",
         ));
     }
-    let policies = match PolicySet::compile(&config.policies) {
-        Ok(policies) => Some(policies),
-        Err(mut policy_errors) => {
-            errors.append(&mut policy_errors);
-            None
-        }
-    };
-    let rls = match Rules::compile(&config.rls, &config.policies) {
-        Ok(rls) => Some(rls),
-        Err(mut rls_errors) => {
-            errors.append(&mut rls_errors);
-            None
-        }
-    };
     let forward_auth = CallerRules::compile(&config.forward_auth)
         .map_err(|mut caller_errors| errors.append(&mut caller_errors))
         .ok();
-    let region = compile_region(
-        &config.region,
-        &config.backend,
-        policies.as_ref(),
-        &mut errors,
-    );
-    match (
-        listen,
-        backend,
-        telemetry,
-        policies,
-        rls,
-        forward_auth,
-        region,
-    ) {
-        (
-            Some(listen),
-            Some(backend),
-            Some(telemetry),
-            Some(policies),
-            Some(rls),
-            Some(forward_auth),
-            Some(region),
-        ) if errors.is_empty() => Ok(Settings {
-            source: String::new(),
-            listen,
-            backend,
-            telemetry,
-            admin_token: (!config.admin.token.is_empty())
-                .then(|| config.admin.token.as_str().into()),
-            policy_configs: config.policies.clone(),
-            policies,
-            rls,
-            forward_auth,
-            region,
-        }),
+    let region = compile_region(&config.region, &config.backend, &mut errors);
+    match (listen, backend, telemetry, forward_auth, region) {
+        (Some(listen), Some(backend), Some(telemetry), Some(forward_auth), Some(region))
+            if errors.is_empty() =>
+        {
+            Ok(Settings {
+                source: String::new(),
+                listen,
+                backend,
+                telemetry,
+                admin_token: (!config.admin.token.is_empty())
+                    .then(|| config.admin.token.as_str().into()),
+                policy_configs: config.policies.clone(),
+                forward_auth,
+                region,
+            })
+        }
         _ => Err(errors),
     }
 }

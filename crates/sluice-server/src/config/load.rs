@@ -1,6 +1,8 @@
 //! Where the configuration comes from: figment merges the built-in defaults, the TOML file
 //! (or the built-in policies) and `SLUICE_` environment variables, then [`compile`] turns the
-//! result into [`Settings`]; every problem is reported with the source that set the value.
+//! result into [`Settings`], beside the caller's own compile of the same tree (the service's
+//! policies and RLS rules, which this module knows nothing of); every problem of both is
+//! reported at once, with the source that set the value.
 
 use figment::Figment;
 use figment::providers::{Env, Format, Serialized, Toml};
@@ -48,13 +50,25 @@ impl ConfigSource {
 }
 
 /// Loads and compiles: defaults, then `source`, then `SLUICE_` env vars, into the settings
-/// the daemon runs on. Start, reload and `--check-config` all come through here.
+/// of the configuration's own sections. The daemon loads through the service's `load`, which
+/// compiles its policies in the same pass ([`load_with`]).
 pub fn load(source: &ConfigSource) -> Result<Settings, ConfigError> {
     load_with_env(source, env_provider())
 }
 
 /// As [`load`], with the env provider given (tests pass their own map).
 pub fn load_with_env(source: &ConfigSource, env: Env) -> Result<Settings, ConfigError> {
+    load_with(source, env, |_| Ok(())).map(|(settings, ())| settings)
+}
+
+/// Loads `source` (with `env` over it) and compiles it twice in one pass: into [`Settings`],
+/// and by `also`, the caller's compile of the same tree. Every problem of either is reported
+/// at once, each with the source that set it.
+pub fn load_with<T>(
+    source: &ConfigSource,
+    env: Env,
+    also: impl FnOnce(&Config) -> Result<T, Vec<FieldError>>,
+) -> Result<(Settings, T), ConfigError> {
     let name = source.name();
     let base = Figment::from(Serialized::defaults(Config::default()));
     let figment = match source {
@@ -71,16 +85,18 @@ pub fn load_with_env(source: &ConfigSource, env: Env) -> Result<Settings, Config
     }
     .merge(env);
     let extracted = extract(&figment).map_err(|err| from_figment(*err, &name))?;
-    let errors = match compile(&extracted.config) {
-        Ok(mut settings) if extracted.problems.is_empty() => {
+    let errors: Vec<FieldError> = match (compile(&extracted.config), also(&extracted.config)) {
+        (Ok(mut settings), Ok(theirs)) if extracted.problems.is_empty() => {
             settings.source = name;
-            return Ok(settings);
+            return Ok((settings, theirs));
         }
-        Ok(_) => Vec::new(),
         // A field refused by the extraction reached the compile step unset: it is reported
         // once, as what it was, not again as missing.
-        Err(errors) => errors
+        (ours, theirs) => ours
+            .err()
+            .unwrap_or_default()
             .into_iter()
+            .chain(theirs.err().unwrap_or_default())
             .filter(|error| !extracted.refused(&error.field))
             .collect(),
     };
@@ -146,6 +162,16 @@ mod tests {
 
     use super::*;
     use crate::config::{BackendKind, ListenAddr};
+
+    /// The daemon's whole load (the settings of this module and the service's policies, in
+    /// one pass), so these tests see every problem a file can have.
+    fn load_with_env(source: &ConfigSource, env: Env) -> Result<Settings, ConfigError> {
+        crate::service::compile::load_with_env(source, env).map(|compiled| compiled.settings)
+    }
+
+    fn load(source: &ConfigSource) -> Result<Settings, ConfigError> {
+        load_with_env(source, env_provider())
+    }
 
     fn text(toml: &str) -> ConfigSource {
         ConfigSource::Text {
@@ -359,7 +385,7 @@ grpc = "unix:/tmp/a.sock""#,
 
     #[test]
     fn burst_defaults_to_limit_and_tier_burst_to_tier_limit() {
-        let settings = load_with_env(
+        let settings = crate::service::compile::load_with_env(
             &text(
                 "[policies.p]\nalgorithm = \"token_bucket\"\nlimit = 7\nwindow = \"1s\"\ntiers = { a = { limit = 3 }, b = { burst = 9 } }\n",
             ),

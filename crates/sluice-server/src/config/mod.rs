@@ -6,7 +6,9 @@
 //!   once, each naming its field; [`region`] is its `[region]` part;
 //! - [`parse`]: the value syntaxes (names, durations, modes) the compile step reads.
 //!
-//! Start, SIGHUP reload and `--check-config` all go through [`load()`], so what
+//! A leaf: it knows nothing of policies as checks decide on them or of the RLS rules. The
+//! service compiles those from the same tree in the same pass ([`load_with`]), and start,
+//! SIGHUP reload and `--check-config` all go through that one load, so what
 //! `--check-config` accepts the daemon accepts, by construction.
 
 mod backend;
@@ -24,7 +26,7 @@ pub use compile::{
     ConnectionSettings, ListenAddr, ListenSettings, LogFormat, Settings, TelemetrySettings, compile,
 };
 pub use error::{ConfigError, FieldError};
-pub use load::{ConfigSource, env_provider, load, load_with_env};
+pub use load::{ConfigSource, env_provider, load, load_with, load_with_env};
 pub use parse::{is_valid_name, parse_duration_ms};
 pub use region::RegionSettings;
 pub use schema::{

@@ -1,5 +1,6 @@
 //! `[region]`: this daemon's region, the global backend of `scope = "global"` policies and
-//! the peer regions of `scope = "replicated"` ones, compiled with the policies' scopes.
+//! the peer regions of `scope = "replicated"` ones (the policies' scopes are checked against
+//! them by the service's compile).
 //!
 //! Compiling refuses every combination that cannot keep its promise, each with the reason: a
 //! scope without the backend it needs, an algorithm whose state cannot be merged across
@@ -9,14 +10,12 @@
 
 use std::collections::HashSet;
 
-use sluice_store::replicated;
 use sluice_store::{ClusterStoreConfig, RedisStoreConfig};
 
 use super::backend::{BackendSettings, check_store};
 use super::error::FieldError;
 use super::parse::{is_valid_name, parse_positive_duration};
 use super::schema::{BackendConfig, RegionConfig, RemoteConfig};
-use crate::service::policy::{PolicySet, Scope};
 
 /// `[region]`, compiled. The default is a single region.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -90,7 +89,6 @@ fn compile_remote(
 pub(crate) fn compile_region(
     region: &RegionConfig,
     backend: &BackendConfig,
-    policies: Option<&PolicySet>,
     errors: &mut Vec<FieldError>,
 ) -> Option<RegionSettings> {
     let before = errors.len();
@@ -143,9 +141,6 @@ pub(crate) fn compile_region(
     if region.max_pending == 0 {
         errors.push(FieldError::new("region.max_pending", "must be at least 1"));
     }
-    if let Some(policies) = policies {
-        check_scopes(region, backend, policies, errors);
-    }
     if errors.len() > before {
         return None;
     }
@@ -184,88 +179,12 @@ pub(crate) fn compile_region(
     })
 }
 
-/// The policies' scopes against `[region]`: each scope has the backend it needs, and a
-/// replicated policy's algorithm and budget can be kept.
-fn check_scopes(
-    region: &RegionConfig,
-    backend: &BackendConfig,
-    policies: &PolicySet,
-    errors: &mut Vec<FieldError>,
-) {
-    let single = region.name.is_empty();
-    let mut names: Vec<_> = policies.iter().collect();
-    names.sort_by(|a, b| a.name.cmp(&b.name));
-    for policy in names {
-        let field = |key: &str| format!("policies.{}.{key}", policy.name);
-        match policy.scope {
-            Scope::Local => {}
-            Scope::Global => {
-                if region.global.is_none() {
-                    errors.push(FieldError::new(
-                        field("scope"),
-                        "scope = \"global\" needs region.global (the backend every region decides on)",
-                    ));
-                }
-            }
-            Scope::Replicated => {
-                if single || region.peers.is_empty() {
-                    errors.push(FieldError::new(
-                        field("scope"),
-                        "scope = \"replicated\" needs region.name and at least one region.peers entry",
-                    ));
-                    continue;
-                }
-                if backend.kind == "memory" {
-                    errors.push(FieldError::new(
-                        field("scope"),
-                        "scope = \"replicated\" needs backend.kind redis or cluster: peer regions \
-                         write this region's counters into its backend",
-                    ));
-                }
-                let algorithm = policy.base.params.algorithm;
-                if let Some(why) = replicated::unreplicable(algorithm) {
-                    errors.push(FieldError::new(
-                        field("algorithm"),
-                        format!("{} cannot be replicated: {why}", algorithm.as_str()),
-                    ));
-                    continue;
-                }
-                let Some(replication) = policy.replication else {
-                    continue;
-                };
-                let peers = region.peers.len();
-                let mut limits = vec![(String::new(), policy.base.params)];
-                let mut tiers: Vec<_> = policy.tiers.iter().collect();
-                tiers.sort_by(|a, b| a.0.cmp(b.0));
-                limits.extend(
-                    tiers
-                        .into_iter()
-                        .map(|(t, l)| (format!(" (tier {t})"), l.params)),
-                );
-                for (tier, params) in limits {
-                    if let Err(why) = replicated::check_budget(
-                        params.limit,
-                        params.window_ms,
-                        &replication,
-                        peers,
-                    ) {
-                        errors.push(FieldError::new(
-                            field("overshoot_budget"),
-                            format!("{why}{tier}"),
-                        ));
-                        break;
-                    }
-                }
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use figment::providers::Env;
 
-    use crate::config::{ConfigSource, load_with_env};
+    use crate::config::ConfigSource;
+    use crate::service::compile::load_with_env;
 
     const REGION: &str = r#"
 [backend]

@@ -16,10 +16,10 @@ use sluice_api::{OverrideRequest, OverrideView, OverridesResponse, codes};
 use sluice_store::{LimitOverride, StoreError};
 use subtle::ConstantTimeEq;
 
-use crate::service::json::{ApiError, json_response};
-use super::error::{parse_json};
-use crate::service::app::App;
+use super::error::parse_json;
 use crate::config::is_valid_name;
+use crate::service::app::App;
+use crate::service::json::{ApiError, json_response};
 use crate::service::overrides::{self, OverrideError};
 
 /// The admin routes, guarded by `token`.

@@ -19,8 +19,8 @@ use std::net::{IpAddr, SocketAddr};
 
 use http::{HeaderMap, HeaderName};
 
-use crate::service::json::ApiError;
 use crate::config::forward_auth::CallerRules;
+use crate::service::json::ApiError;
 use sluice_api::MAX_KEY_BYTES;
 
 pub const FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");

@@ -12,10 +12,10 @@ use http::StatusCode;
 use serde::Deserialize;
 use serde::de::{self, Deserializer, Visitor};
 
-use crate::service::answer::{batch_response, body_of, check_answer, set_headers};
-use crate::service::json::{ApiError, JSON, PROBLEM_JSON};
 use super::error::{body_rejection, parse_json};
+use crate::service::answer::{batch_response, body_of, check_answer, set_headers};
 use crate::service::app::App;
+use crate::service::json::{ApiError, JSON, PROBLEM_JSON};
 use crate::service::limiter::CheckInput;
 use crate::telemetry::TraceParent;
 

@@ -17,8 +17,8 @@ use axum::response::{IntoResponse, Response};
 use http::{HeaderMap, StatusCode};
 
 use crate::service::answer::{body_of, set_headers};
-use crate::service::json::{ApiError, PROBLEM_JSON, json_response, json_with};
 use crate::service::app::App;
+use crate::service::json::{ApiError, PROBLEM_JSON, json_response, json_with};
 use crate::service::limiter::CheckInput;
 
 /// The plan tier of the caller.

@@ -29,8 +29,8 @@ use http::{HeaderMap, HeaderValue, StatusCode};
 use serde::Serialize;
 use sluice_api::{MAX_BODY_BYTES, codes};
 
-use crate::service::app::App;
 use crate::exposition::Format;
+use crate::service::app::App;
 use crate::service::json::{ApiError, json_response};
 use error::{method_not_allowed, not_found};
 
@@ -217,7 +217,12 @@ mod tests {
     async fn answer(toml: &str, request: http::Request<Body>) -> (StatusCode, serde_json::Value) {
         let settings = testing::settings(toml);
         let clock = Arc::new(ManualClock::new(5_000));
-        let stores = Stores::build(&settings.backend, &settings.region, clock.clone()).unwrap();
+        let stores = Stores::build(
+            &settings.settings.backend,
+            &settings.settings.region,
+            clock.clone(),
+        )
+        .unwrap();
         let response = router(App::new(settings, stores, clock))
             .oneshot(request)
             .await

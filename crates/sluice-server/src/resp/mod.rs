@@ -28,10 +28,10 @@ mod properties;
 
 use tokio::io::{AsyncRead, AsyncWrite};
 
-use crate::service::app::App;
 use crate::config::ConnectionSettings;
 use crate::server::accept::ServeConnection;
 use crate::server::stop::Stop;
+use crate::service::app::App;
 
 /// The answer past `listen.max_connections`, as Redis words it; then the connection closes.
 pub const OVERLOADED: &[u8] = b"-ERR max number of clients reached\r\n";

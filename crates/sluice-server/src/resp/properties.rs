@@ -11,8 +11,8 @@ use proptest::prelude::*;
 use super::answer::{Session, answer_all};
 use super::connection::frames;
 use super::frame::MAX_ARRAY_HEADERS;
-use crate::service::app::App;
 use crate::clock::ManualClock;
+use crate::service::app::App;
 use crate::service::stores::Stores;
 use crate::testing;
 

@@ -34,14 +34,14 @@ use tokio::sync::watch;
 use tokio_stream::wrappers::UnixListenerStream;
 use tonic::{Request, Response, Status};
 
-use super::Rules;
 use super::generated::envoy::config::core::v3::HeaderValue;
 use super::generated::envoy::service::ratelimit::v3 as pb;
-use crate::service::app::App;
 use crate::service::answer::{body_of, set_headers};
+use crate::service::app::App;
 use crate::service::json::PROBLEM_JSON;
 use crate::service::limiter::{CheckInput, LimitError, Verdict};
 use crate::service::policy::Policy;
+use crate::service::rls_rules::Rules;
 use pb::rate_limit_response::rate_limit::Unit;
 use pb::rate_limit_response::{Code, DescriptorStatus, RateLimit};
 use pb::rate_limit_service_server::{RateLimitService, RateLimitServiceServer};

@@ -29,9 +29,9 @@ use tokio::net::TcpListener;
 pub use self::gate::{ConnectionGate, ConnectionPermit, HTTP_OVERLOADED};
 pub use self::stop::Stop;
 pub use self::unix::{BoundUnix, bind_unix};
-use crate::service::app::App;
 use crate::config::ConnectionSettings;
 use crate::http;
+use crate::service::app::App;
 use crate::service::overrides;
 
 /// How often the store forgets expired keys.

@@ -7,7 +7,9 @@ use http::header::RETRY_AFTER;
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use sluice_api::{BatchResponse, CheckResponse, Problem};
 
-use crate::service::json::{ANSWER_CAPACITY, ONE, PROBLEM_JSON, json_bytes, json_response, json_with, serde_into};
+use crate::service::json::{
+    ANSWER_CAPACITY, ONE, PROBLEM_JSON, json_bytes, json_response, json_with, serde_into,
+};
 use crate::service::limiter::Verdict;
 
 const X_LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-limit");

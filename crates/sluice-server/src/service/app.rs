@@ -1,15 +1,16 @@
 //! The state every listener shares: the limiter, the clock, the policies with their run-time
-//! overrides and the rules that are swapped whole on reload.
+//! overrides and the rules that are swapped whole on reload, and the reload itself.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
 
+use super::compile::Compiled;
 use crate::clock::Clock;
-use crate::config::{RegionSettings, Settings};
-use crate::service::limiter::Limiter;
+use crate::config::{ConfigSource, RegionSettings};
 use crate::metrics::Metrics;
+use crate::service::limiter::Limiter;
 use crate::service::overrides::RuntimeLimits;
 use crate::service::stores::Stores;
 
@@ -30,7 +31,7 @@ pub struct App {
     /// every request.
     pub admin_token: Option<Arc<str>>,
     /// `[[rls.descriptors]]`, swapped whole on reload.
-    pub rls: Arc<ArcSwap<crate::rls::Rules>>,
+    pub rls: Arc<ArcSwap<crate::service::rls_rules::Rules>>,
     /// `[forward_auth]`: how forward-auth finds the caller, swapped whole on reload.
     pub forward_auth: Arc<ArcSwap<crate::config::forward_auth::CallerRules>>,
     /// `[region]` as started: a reload cannot change it.
@@ -38,26 +39,67 @@ pub struct App {
 }
 
 impl App {
-    /// An app serving the compiled `settings` on `stores`, reading time from `clock`.
-    pub fn new(settings: Settings, stores: Stores, clock: Arc<dyn Clock>) -> App {
+    /// An app serving the `compiled` configuration on `stores`, reading time from `clock`.
+    pub fn new(compiled: Compiled, stores: Stores, clock: Arc<dyn Clock>) -> App {
+        let Compiled {
+            settings,
+            policies,
+            rls,
+        } = compiled;
         let timeout = settings.backend.timeout().unwrap_or(DEFAULT_TIMEOUT);
         let limits = RuntimeLimits::new(settings.policy_configs);
-        let limiter = Limiter::new(
-            stores.local,
-            settings.policies,
-            Arc::new(Metrics::new()),
-            timeout,
-        )
-        .with_region(stores.region);
+        let limiter = Limiter::new(stores.local, policies, Arc::new(Metrics::new()), timeout)
+            .with_region(stores.region);
         App {
             limiter: Arc::new(limiter),
             clock,
             limits: Arc::new(limits),
             overrides: stores.overrides,
             admin_token: settings.admin_token,
-            rls: Arc::new(ArcSwap::from_pointee(settings.rls)),
+            rls: Arc::new(ArcSwap::from_pointee(rls)),
             forward_auth: Arc::new(ArcSwap::from_pointee(settings.forward_auth)),
             region: Arc::new(settings.region),
+        }
+    }
+
+    /// Applies the configuration `source` holds now (SIGHUP, a changed file): the policies
+    /// with the run-time overrides merged in, the RLS rules and the forward-auth rules, all
+    /// swapped at once; a configuration that does not compile, or that changes `[region]`
+    /// (read at start), keeps the running one. Counted in `rate_limit_config_reloads_total`.
+    pub fn reload(&self, source: &ConfigSource) {
+        let metrics = self.limiter.metrics();
+        let compiled = super::compile::load(source)
+            .map_err(|err| err.to_string())
+            .and_then(|compiled| {
+                let settings = compiled.settings;
+                if settings.region != *self.region {
+                    return Err("[region] changed: it is read at start, restart to apply it".into());
+                }
+                let (rls, forward_auth) = (compiled.rls, settings.forward_auth);
+                self.limits
+                    .replace_file(settings.policy_configs)
+                    .map(|policies| (policies, rls, forward_auth))
+                    .map_err(|errors| {
+                        errors
+                            .iter()
+                            .map(ToString::to_string)
+                            .collect::<Vec<_>>()
+                            .join("\n")
+                    })
+            });
+        match compiled {
+            Ok((policies, rls, forward_auth)) => {
+                let count = policies.len();
+                self.limiter.replace_policies(policies);
+                self.rls.store(Arc::new(rls));
+                self.forward_auth.store(Arc::new(forward_auth));
+                metrics.reloaded(true);
+                tracing::info!(policies = count, "config reloaded");
+            }
+            Err(why) => {
+                metrics.reloaded(false);
+                tracing::error!("config reload failed, keeping the running config:\n{why}");
+            }
         }
     }
 }

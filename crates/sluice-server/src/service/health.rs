@@ -23,8 +23,8 @@ use sluice_store::{
     BatchObserver, Check, LimitOverride, OverrideStore, Store, StoreError, StoreKind,
 };
 
-use crate::service::clients::WithOverrides;
 use crate::config::BackendSettings;
+use crate::service::clients::WithOverrides;
 
 /// Failed checks in a row before the backend counts as down (one timeout is no outage).
 pub const DOWN_AFTER: u64 = 3;

@@ -137,4 +137,3 @@ pub(crate) fn json_bytes(
     headers.insert(CONTENT_TYPE, content_type);
     response
 }
-

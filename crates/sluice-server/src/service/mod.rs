@@ -8,6 +8,7 @@
 //!   merged with the run-time overrides, and the loop that keeps them in sync.
 //! - [`stores`]: the stores the settings describe, built from the clients of [`clients`];
 //!   [`health`]: whether a Redis backend's checks get answers.
+//! - [`rls_rules`]: which Envoy descriptors are limited, by which policy and key.
 //! - [`limiter`]: the one place that calls a store.
 //! - [`answer`]: the body and headers of a decision; [`json`]: the JSON encoding of every
 //!   answer and the error answer.
@@ -15,11 +16,14 @@
 pub mod answer;
 pub mod app;
 pub mod clients;
+pub mod compile;
 pub mod health;
 pub mod json;
 pub mod limiter;
 pub mod overrides;
 pub mod policy;
+pub mod rls_rules;
 pub mod stores;
 
 pub use app::App;
+pub use compile::{Compiled, load};

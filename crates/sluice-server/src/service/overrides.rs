@@ -224,7 +224,7 @@ mod tests {
         let toml = format!(
             "[policies.public]\nalgorithm = \"token_bucket\"\nlimit = {limit}\nwindow = \"60s\"\ntiers = {{ pro = {{ limit = 1000 }} }}\n"
         );
-        crate::testing::settings(&toml).policy_configs
+        crate::testing::settings(&toml).settings.policy_configs
     }
 
     fn change(tier: &str, limit: u64, burst: Option<u64>) -> LimitOverride {

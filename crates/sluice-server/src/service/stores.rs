@@ -11,9 +11,9 @@ use sluice_store::{
     Store,
 };
 
-use crate::service::clients::{WithOverrides, shared, with_overrides};
 use crate::clock::Clock;
 use crate::config::{BackendSettings, RegionSettings};
+use crate::service::clients::{WithOverrides, shared, with_overrides};
 use crate::service::health::Watched;
 
 /// Every store of the daemon.

@@ -11,10 +11,10 @@ use sluice_client::Client;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-use crate::service::app::App;
 use crate::clock::{Clock, ManualClock, SystemClock};
 use crate::config::ConnectionSettings;
 use crate::server::{self, Listeners};
+use crate::service::app::App;
 use crate::service::stores::Stores;
 
 /// A round instant (aligned to every test window) so expected values are easy to read.
@@ -55,8 +55,13 @@ impl Daemon {
 
     async fn with_clocks(toml: &str, time: Arc<dyn Clock>, clock: Arc<ManualClock>) -> Daemon {
         let settings = super::settings::settings(toml);
-        let connections = settings.listen.connections;
-        let stores = Stores::build(&settings.backend, &settings.region, time.clone()).unwrap();
+        let connections = settings.settings.listen.connections;
+        let stores = Stores::build(
+            &settings.settings.backend,
+            &settings.settings.region,
+            time.clone(),
+        )
+        .unwrap();
         Daemon::serving_with(App::new(settings, stores, time), clock, connections).await
     }
 

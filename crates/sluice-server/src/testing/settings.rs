@@ -1,14 +1,15 @@
 //! A test's config, compiled as the daemon compiles a file.
 
-use crate::config::{self, ConfigSource, Settings};
+use crate::config::ConfigSource;
+use crate::service::compile::{Compiled, load_with_env};
 
 /// `toml` compiled under the name `test.toml`, without reading the environment.
 ///
 /// # Panics
 /// When `toml` is not a valid config: a test's own config is a bug of the test.
 #[allow(clippy::unwrap_used)]
-pub fn settings(toml: &str) -> Settings {
-    config::load_with_env(
+pub fn settings(toml: &str) -> Compiled {
+    load_with_env(
         &ConfigSource::Text {
             name: "test.toml".to_owned(),
             toml: toml.to_owned(),
