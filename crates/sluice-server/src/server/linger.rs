@@ -20,7 +20,8 @@
 //!   sending past it is closed, reset.
 //!
 //! Lingering closes at once are bounded by the spare file descriptors ([`Lingering::new`]);
-//! past them a close lingers only briefly ([`BRIEF`]), so the descriptor comes back at once.
+//! past them a close lingers only briefly ([`BRIEF`]: the first bytes' wait, then 20 ms of
+//! quiet, 250 ms in all), so the descriptor comes back soon.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -59,9 +60,9 @@ pub const FULL: Bounds = Bounds {
 /// The bounds of a close past the slots: the request already on its way is read (a client
 /// writes it right after connecting), then the descriptor is given back.
 pub const BRIEF: Bounds = Bounds {
-    first_bytes: Duration::from_millis(10),
-    quiet: Duration::from_millis(10),
-    total: Duration::from_millis(100),
+    first_bytes: FIRST_BYTES_WITHIN,
+    quiet: Duration::from_millis(20),
+    total: Duration::from_millis(250),
     bytes: LINGER_BYTES,
 };
 
