@@ -23,7 +23,6 @@
 //! past them a close lingers only briefly ([`BRIEF`]: the first bytes' wait, then 20 ms of
 //! quiet, 250 ms in all), so the descriptor comes back soon.
 
-use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -143,60 +142,53 @@ pub enum End {
 
 /// Writes `answer`, shuts the write side, then reads and discards until the client closes or
 /// a bound is reached. The stream closes when it is dropped, on return.
-pub fn linger<S>(
-    mut stream: S,
-    answer: &'static [u8],
-    bounds: Bounds,
-) -> impl Future<Output = Lingered> + Send
+pub async fn linger<S>(mut stream: S, answer: &'static [u8], bounds: Bounds) -> Lingered
 where
     S: AsyncRead + AsyncWrite + Unpin + Send,
 {
-    async move {
-        let deadline = Instant::now() + bounds.total;
-        let mut lingered = Lingered {
-            read: 0,
-            end: End::Failed,
+    let deadline = Instant::now() + bounds.total;
+    let mut lingered = Lingered {
+        read: 0,
+        end: End::Failed,
+    };
+    let written = async {
+        stream.write_all(answer).await?;
+        stream.shutdown().await
+    };
+    match tokio::time::timeout_at(deadline, written).await {
+        Ok(Ok(())) => {}
+        // A write side already shut is no failure: the answer went out before it.
+        Ok(Err(err)) if err.kind() == std::io::ErrorKind::NotConnected && answer.is_empty() => {}
+        Ok(Err(_)) | Err(_) => return lingered,
+    }
+    let mut buf = [0u8; DRAIN_CHUNK];
+    loop {
+        let wait = if lingered.read == 0 {
+            bounds.first_bytes
+        } else {
+            bounds.quiet
         };
-        let written = async {
-            stream.write_all(answer).await?;
-            stream.shutdown().await
-        };
-        match tokio::time::timeout_at(deadline, written).await {
-            Ok(Ok(())) => {}
-            // A write side already shut is no failure: the answer went out before it.
-            Ok(Err(err)) if err.kind() == std::io::ErrorKind::NotConnected && answer.is_empty() => {
+        let until = (Instant::now() + wait).min(deadline);
+        match tokio::time::timeout_at(until, stream.read(&mut buf)).await {
+            Ok(Ok(0)) => {
+                lingered.end = End::ClientClosed;
+                return lingered;
             }
-            Ok(Err(_)) | Err(_) => return lingered,
-        }
-        let mut buf = [0u8; DRAIN_CHUNK];
-        loop {
-            let wait = if lingered.read == 0 {
-                bounds.first_bytes
-            } else {
-                bounds.quiet
-            };
-            let until = (Instant::now() + wait).min(deadline);
-            match tokio::time::timeout_at(until, stream.read(&mut buf)).await {
-                Ok(Ok(0)) => {
-                    lingered.end = End::ClientClosed;
+            Ok(Ok(n)) => {
+                lingered.read += n as u64;
+                if lingered.read >= bounds.bytes {
+                    lingered.end = End::Bound;
                     return lingered;
                 }
-                Ok(Ok(n)) => {
-                    lingered.read += n as u64;
-                    if lingered.read >= bounds.bytes {
-                        lingered.end = End::Bound;
-                        return lingered;
-                    }
-                }
-                Ok(Err(_)) => return lingered,
-                Err(_) => {
-                    lingered.end = if Instant::now() >= deadline {
-                        End::Bound
-                    } else {
-                        End::Quiet
-                    };
-                    return lingered;
-                }
+            }
+            Ok(Err(_)) => return lingered,
+            Err(_) => {
+                lingered.end = if Instant::now() >= deadline {
+                    End::Bound
+                } else {
+                    End::Quiet
+                };
+                return lingered;
             }
         }
     }
