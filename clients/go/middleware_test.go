@@ -4,13 +4,11 @@ package sluice_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
-	"syscall"
 	"testing"
 
 	sluice "github.com/sluice-rs/sluice/clients/go"
@@ -146,12 +144,9 @@ func TestMiddlewareFailsOpenOrClosedThenRecovers(t *testing.T) {
 
 func TestMiddlewareFailsOpenWithinTheTimeoutOnAFrozenDaemon(t *testing.T) {
 	d := sluicetest.Start(t, "", sluicetest.Policies)
-	c, _ := newClient(t, d.Socket)
+	c, _ := newClientTimeout(t, d.Socket, 0) // the default, 50 ms
 	url := app(t, c, map[string]sluice.Options{"/": {Policy: "fixed"}})
-	if err := syscall.Kill(d.Pid(), syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = syscall.Kill(d.Pid(), syscall.SIGCONT) }()
+	d.Freeze(t)
 	a := get(t, url+"/")
 	if a.status != 200 {
 		t.Errorf("frozen daemon: %d", a.status)
@@ -178,10 +173,7 @@ func TestMiddlewareCostAndTier(t *testing.T) {
 
 func TestMiddlewarePassesSluicedsOwn503Through(t *testing.T) {
 	d := sluicetest.Start(t, "", sluicetest.DownBackend(t))
-	c, err := sluice.NewClient(sluice.ClientOptions{Target: d.Socket, Timeout: 2e9})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, _ := newClient(t, d.Socket)
 	url := app(t, c, map[string]sluice.Options{"/closed": {Policy: "closed"}, "/open": {Policy: "open"}})
 	direct := check(t, c, sluice.Check{Policy: "closed", Key: "ip:127.0.0.1"})
 	a := get(t, url+"/closed")
@@ -238,5 +230,3 @@ func TestClientAddrBehindTrustedProxies(t *testing.T) {
 		t.Errorf("no trusted proxies: %s", got)
 	}
 }
-
-var _ = context.Background

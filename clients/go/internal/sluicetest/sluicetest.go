@@ -279,3 +279,51 @@ func NoRateLimitHeaders(t testing.TB, h http.Header) {
 		}
 	}
 }
+
+// Freeze stops the daemon with SIGSTOP and waits until every one of its threads is stopped
+// (the signal is delivered asynchronously): the kernel still accepts connections and takes
+// requests, nothing answers. Thaw (also run when the test ends) continues it.
+func (d *Daemon) Freeze(t testing.TB) {
+	t.Helper()
+	pid := d.Pid()
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGCONT) })
+	deadline := time.Now().Add(10 * time.Second)
+	for !allStopped(pid) {
+		if time.Now().After(deadline) {
+			t.Fatalf("sluiced (pid %d) did not stop within 10 s of SIGSTOP", pid)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// Thaw continues a frozen daemon.
+func (d *Daemon) Thaw(t testing.TB) {
+	t.Helper()
+	if err := syscall.Kill(d.Pid(), syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// allStopped says whether every thread of pid is in state T (stopped).
+func allStopped(pid int) bool {
+	tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", pid))
+	if err != nil || len(tasks) == 0 {
+		return false
+	}
+	for _, task := range tasks {
+		b, err := os.ReadFile(task)
+		if err != nil {
+			return false
+		}
+		// The state follows the command name, which is in parentheses.
+		s := string(b)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 || i+2 >= len(s) || s[i+2] != 'T' {
+			return false
+		}
+	}
+	return true
+}
