@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by test.sh and bench.sh: the Go toolchain and the GOPATH the packages build in.
 #
 # No Go module proxy is reachable where CI runs, so the packages build in GOPATH mode against
