@@ -138,6 +138,10 @@ func TestCheckBatchIsAllOrNothing(t *testing.T) {
 	if got := check(t, c, sluice.Check{Policy: "fixed", Key: "a", Peek: true}); got.Remaining != 2 {
 		t.Errorf("a denied batch consumed: remaining %d, want 2", got.Remaining)
 	}
+	var api *sluice.APIError
+	if _, err := c.CheckBatch(ctx, make([]sluice.Check, 65)); !errors.As(err, &api) || api.Code != "bad_request" {
+		t.Errorf("65 checks: %v, want sluiced's bad_request", err)
+	}
 }
 
 func TestRefusalsAreAPIErrorsAndLogged(t *testing.T) {
