@@ -74,41 +74,6 @@ func run(bin string, n, conc int, dur time.Duration, rounds, pool int) error {
 			return err
 		}
 	}
-	// Interleaved with it, the floor: the same request written by hand on one connection and
-	// its answer read with net/http's parser, no pool, no transport goroutines.
-	floor, err := newRawConn(d.Socket)
-	if err != nil {
-		return err
-	}
-	bare := make([]time.Duration, 0, n)
-	raw := make([]time.Duration, 0, n)
-	for i := 0; i < n; i++ {
-		t0 := time.Now()
-		if err := floor.check(); err != nil {
-			return err
-		}
-		raw = append(raw, time.Since(t0))
-		t0 = time.Now()
-		if _, err := c.Check(context.Background(), chk); err != nil {
-			return err
-		}
-		bare = append(bare, time.Since(t0))
-	}
-	floor.Close()
-
-	// With several workers, the bare call at that concurrency too: what (b) pays per check
-	// when its checks queue on the same two ends.
-	var bareConc []time.Duration
-	if conc > 1 {
-		bareConc, err = closedLoop(conc, dur, nil, func() error {
-			_, err := c.Check(context.Background(), chk)
-			return err
-		})
-		if err != nil {
-			return err
-		}
-	}
-
 	// (b) the same app route without and with the middleware.
 	ok := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
 	mux := http.NewServeMux()
@@ -123,9 +88,42 @@ func run(bin string, n, conc int, dur time.Duration, rounds, pool int) error {
 	defer srv.Close()
 	base := "http://" + ln.Addr().String()
 
-	var without, with []time.Duration
+	// Every round runs its share of (a), then (b) without and with: drift in the machine's
+	// load falls on all of them alike.
+	floor, err := newRawConn(d.Socket)
+	if err != nil {
+		return err
+	}
+	defer floor.Close()
+	var bare, raw, bareConc, without, with []time.Duration
 	maxConns := 0
 	for r := 0; r < rounds; r++ {
+		// (a), and interleaved with it the floor: the same request written by hand on one
+		// connection, its answer read with net/http's parser, no pool, no transport goroutines.
+		for i := 0; i < n/rounds; i++ {
+			t0 := time.Now()
+			if err := floor.check(); err != nil {
+				return err
+			}
+			raw = append(raw, time.Since(t0))
+			t0 = time.Now()
+			if _, err := c.Check(context.Background(), chk); err != nil {
+				return err
+			}
+			bare = append(bare, time.Since(t0))
+		}
+		// With several workers, the bare call at that concurrency too: what (b) pays per
+		// check when its checks queue on the same two ends.
+		if conc > 1 {
+			lat, err := closedLoop(conc, dur/2, nil, func() error {
+				_, err := c.Check(context.Background(), chk)
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			bareConc = append(bareConc, lat...)
+		}
 		lat, err := load(base+"/without", conc, dur, nil)
 		if err != nil {
 			return err
@@ -164,8 +162,9 @@ func run(bin string, n, conc int, dur time.Duration, rounds, pool int) error {
 	}
 	fmt.Printf("requests/s: without %.0f, with %.0f (%d workers, %d x %s per kind)\n",
 		float64(len(without))/(float64(rounds)*dur.Seconds()), float64(len(with))/(float64(rounds)*dur.Seconds()), conc, rounds, dur)
-	fmt.Printf("connections sluiced held on its socket during the run: at most %d (client pool size %d); checks %d, unavailable %d\n",
-		maxConns, pool, st.Checks, st.Unavailable)
+	// The floor's own connection stays open through (b): not the client's.
+	fmt.Printf("connections the client opened to sluiced's socket during (b): at most %d (client pool size %d); checks %d, unavailable %d\n",
+		maxConns-1, pool, st.Checks, st.Unavailable)
 	if st.Unavailable != 0 {
 		return fmt.Errorf("bench: %d checks failed: the figures above include fail-open requests", st.Unavailable)
 	}
