@@ -240,8 +240,12 @@ func (c *Client) CheckBatch(ctx context.Context, checks []Check) (BatchDecision,
 	return out, nil
 }
 
-// failed counts and logs a failed call, and gives its error back.
+// failed counts and logs a failed call, and gives its error back. A call its caller cancelled
+// (the service's own client went away) says nothing about sluiced: neither counted nor logged.
 func (c *Client) failed(err error) error {
+	if errors.Is(err, context.Canceled) {
+		return err
+	}
 	var api *APIError
 	if errors.As(err, &api) {
 		c.refused.Add(1)

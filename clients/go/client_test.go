@@ -211,6 +211,19 @@ func TestFrozenDaemonTimesOut(t *testing.T) {
 	}
 }
 
+func TestCancelledCallIsNeitherCountedNorLogged(t *testing.T) {
+	d := sluicetest.Start(t, "", sluicetest.Policies)
+	c, logs := newClient(t, d.Socket)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := c.Check(ctx, sluice.Check{Policy: "fixed", Key: "k"}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled call: %v", err)
+	}
+	if s := c.Stats(); s.Unavailable != 0 || logs.String() != "" {
+		t.Errorf("a cancelled call was counted or logged: %+v %q", s, logs.String())
+	}
+}
+
 func TestTCPListener(t *testing.T) {
 	addr := sluicetest.FreeAddr(t)
 	d := sluicetest.Start(t, "http = \""+addr+"\"", sluicetest.Policies)
