@@ -17,7 +17,7 @@ const DATASOURCE: &str = "${datasource}";
 
 /// The documented metric table: (name, type). Counters are exported as `<name>` samples too, since
 /// every documented counter name already ends in `_total`.
-const DOCUMENTED_METRICS: [(&str, &str); 16] = [
+const DOCUMENTED_METRICS: [(&str, &str); 17] = [
     ("rate_limit_requests_total", "counter"),
     ("rate_limit_redis_duration_seconds", "histogram"),
     ("rate_limit_redis_batch_size", "histogram"),
@@ -31,6 +31,7 @@ const DOCUMENTED_METRICS: [(&str, &str); 16] = [
     ("rate_limit_utilization", "histogram"),
     ("rate_limit_denied_keys_ratio", "gauge"),
     ("rate_limit_evictions_total", "counter"),
+    ("rate_limit_connections_refused_total", "counter"),
     // the README's multi-region section.
     ("rate_limit_replication_lag_seconds", "histogram"),
     ("rate_limit_replication_pending", "gauge"),
