@@ -68,6 +68,13 @@ fn main() -> ExitCode {
                     path.display(),
                     compiled.policies.len()
                 );
+                if !server::bind::configures_http(&settings.listen) {
+                    println!(
+                        "{}: note: {}",
+                        path.display(),
+                        server::bind::NEEDS_HANDED_SOCKET
+                    );
+                }
                 ExitCode::SUCCESS
             }
             Err(err) => {
@@ -94,6 +101,16 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    // The config may leave the HTTP addresses to the service manager: judged with what it
+    // handed over, a config error when neither gives the API a listener.
+    if !server::bind::serves_http(&settings.listen, &inherited) {
+        eprintln!(
+            "{}: listen: {}",
+            source.name(),
+            server::bind::NOTHING_TO_SERVE
+        );
+        return ExitCode::from(2);
+    }
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,
         Err(err) => {

@@ -77,6 +77,12 @@ pub struct PeerLabels {
     pub peer: Arc<str>,
 }
 
+/// `listener` of `rate_limit_connections_refused_total`: unix, http, metrics, resp, resp_unix.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct ListenerLabels {
+    pub listener: &'static str,
+}
+
 /// Histograms are [`StripedHistogram`]s: the check path observes two per check from every
 /// worker thread, which prometheus-client's mutex-guarded `Histogram` serialised.
 type HistogramFamily<L> = Family<L, StripedHistogram, fn() -> StripedHistogram>;
@@ -148,6 +154,8 @@ fn lag_histogram() -> StripedHistogram {
 #[derive(Debug)]
 pub struct Metrics {
     registry: Registry,
+    /// Shared with the connection gate, which counts into it.
+    pub connections_refused: Family<ListenerLabels, Counter>,
     requests: Family<RequestLabels, Counter>,
     redis_duration: HistogramFamily<BackendOpLabels>,
     redis_batch_size: HistogramFamily<BackendLabels>,
@@ -277,8 +285,15 @@ impl Metrics {
             "Failed deliveries to a peer region, and updates refused by a full buffer",
             Described(replication_errors.clone()),
         );
+        let connections_refused = Family::<ListenerLabels, Counter>::default();
+        registry.register(
+            "rate_limit_connections_refused",
+            "Connections answered overloaded and closed at listen.max_connections, by listener",
+            Described(connections_refused.clone()),
+        );
         Metrics {
             registry,
+            connections_refused,
             requests,
             redis_duration,
             redis_batch_size,

@@ -2,12 +2,17 @@
 //! more idle connections than `listen.max_connections`, more than its fd limit allows. Each
 //! runs on the Unix socket and on TCP. The bounds on time are the generous ones a client
 //! would notice (an answer within 1-2 s), not measurements.
+//!
+//! Clients turned away at the bound, or answered early and closed (413, 404 with a body),
+//! read their answer, never a reset: the tests count what each client read (answers, resets)
+//! and assert the counts. A client that never stops sending is cut within the bounds of
+//! `server::linger` (1 MiB, 10 s).
 
 // Helpers here are test code too: a failed set-up should panic the test.
 #![allow(clippy::unwrap_used)]
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
@@ -295,10 +300,28 @@ async fn past_max_connections_a_new_client_gets_an_answer_not_a_hang() {
     assert!(served, "closed connections free their slots");
 }
 
+/// Whether `program` is installed; when it is not, the test is skipped with a message, or
+/// fails when `CI` is set (a test never passes by skipping there).
+fn installed(program: &str, package: &str) -> bool {
+    let found = Command::new(program)
+        .arg("--version")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|status| status.success());
+    if !found {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "{program} is missing: apt-get install {package}"
+        );
+        println!("skipped: {program} is missing (apt-get install {package})");
+    }
+    found
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn under_a_low_fd_limit_a_new_client_gets_an_answer_not_a_hang() {
-    if !Path::new("/usr/bin/prlimit").exists() {
-        println!("skipped: prlimit (util-linux) is not installed");
+    if !installed("prlimit", "util-linux") {
         return;
     }
     let d = Running::start("", &["prlimit", "--nofile=256", "--"]);
@@ -310,4 +333,273 @@ async fn under_a_low_fd_limit_a_new_client_gets_an_answer_not_a_hang() {
     assert!(refused > 0 && open.len() < 256, "{} open", open.len());
     a_new_client_is_answered(&d).await;
     drop(open);
+}
+
+/// What a client read: its answer, or how the connection failed.
+#[derive(Debug, Default)]
+struct Tally {
+    /// The JSON 503 of `listen.max_connections` (or the RESP error).
+    overloaded: usize,
+    /// Other answers, by status.
+    answered: Vec<u16>,
+    /// `Connection reset by peer`, or a write refused because the daemon had closed (EPIPE).
+    resets: usize,
+    /// Anything else (an end before the answer, a hang).
+    failures: Vec<String>,
+}
+
+impl Tally {
+    fn count(&mut self, read: std::io::Result<(u16, String)>) {
+        match read {
+            Ok((503, body)) if body.contains("\"error\":\"overloaded\"") => self.overloaded += 1,
+            Ok((status, _)) => self.answered.push(status),
+            Err(err)
+                if matches!(
+                    err.kind(),
+                    std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::BrokenPipe
+                ) =>
+            {
+                self.resets += 1;
+            }
+            Err(err) => self.failures.push(err.to_string()),
+        }
+    }
+}
+
+/// `request` on a new connection to `endpoint`, its answer read (a hang of 10 s is an error).
+async fn answer_on(endpoint: Endpoint, request: Vec<u8>) -> std::io::Result<(u16, String)> {
+    let mut stream = endpoint.connect().await;
+    tokio::time::timeout(Duration::from_secs(10), exchange(&mut *stream, &request))
+        .await
+        .unwrap_or_else(|_| Err(std::io::ErrorKind::TimedOut.into()))
+}
+
+/// `count` clients at once, each sending `request` on a new connection to `endpoint`.
+async fn clients_at_once(endpoint: &Endpoint, count: usize, request: &[u8]) -> Tally {
+    let clients: Vec<_> = (0..count)
+        .map(|_| tokio::spawn(answer_on(endpoint.clone(), request.to_vec())))
+        .collect();
+    let mut tally = Tally::default();
+    for client in clients {
+        tally.count(client.await.unwrap());
+    }
+    tally
+}
+
+/// Opens `count` connections, each sending a health check and reading its answer (200, or the
+/// 503 past the bound), and keeps every one open without reading further.
+async fn hold_connections(d: &Running, count: usize) -> (Vec<Box<dyn Stream>>, Tally) {
+    let mut held = Vec::new();
+    let mut tally = Tally::default();
+    for i in 0..count {
+        let mut stream = d.endpoints()[i % 2].connect().await;
+        let read = tokio::time::timeout(Duration::from_secs(10), exchange(&mut *stream, HEALTH))
+            .await
+            .unwrap_or_else(|_| Err(std::io::ErrorKind::TimedOut.into()));
+        tally.count(read);
+        held.push(stream);
+    }
+    (held, tally)
+}
+
+/// Fills the bound: opens connections until `count` of them were served (a 503 meanwhile is
+/// a probe connection the daemon has not seen closed yet), and keeps them open.
+async fn hold_served(d: &Running, count: usize) -> Vec<Box<dyn Stream>> {
+    let mut held = Vec::new();
+    for i in 0..100 * count {
+        if held.len() == count {
+            return held;
+        }
+        let mut stream = d.endpoints()[i % 2].connect().await;
+        if let Ok(Ok((200, _))) =
+            tokio::time::timeout(Duration::from_secs(10), exchange(&mut *stream, HEALTH)).await
+        {
+            held.push(stream);
+        }
+    }
+    panic!("{count} connections were not served");
+}
+
+/// A RESP client's check on a new connection: the first reply line.
+async fn resp_reply(addr: SocketAddr) -> std::io::Result<String> {
+    let mut stream = tokio::net::TcpStream::connect(addr).await?;
+    stream
+        .write_all(b"*3\r\n$12\r\nSLUICE.CHECK\r\n$1\r\np\r\n$1\r\nk\r\n")
+        .await?;
+    let mut reply = Vec::new();
+    let mut chunk = [0u8; 256];
+    while !reply.ends_with(b"\r\n") {
+        let n = tokio::time::timeout(Duration::from_secs(10), stream.read(&mut chunk))
+            .await
+            .map_err(|_| std::io::Error::from(std::io::ErrorKind::TimedOut))??;
+        if n == 0 {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+        reply.extend_from_slice(&chunk[..n]);
+    }
+    Ok(String::from_utf8_lossy(&reply).into_owned())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn at_the_fd_limit_every_client_turned_away_reads_its_answer_not_a_reset() {
+    if !installed("prlimit", "util-linux") {
+        return;
+    }
+    let resp: SocketAddr = format!("127.0.0.1:{}", sluice_testkit::free_port())
+        .parse()
+        .unwrap();
+    let d = Running::start(
+        &format!("resp = \"{resp}\"\nheader_timeout = \"60s\""),
+        &["prlimit", "--nofile=256", "--"],
+    );
+    let (held, idle) = hold_connections(&d, 300).await;
+    println!(
+        "nofile 256, 300 connections held: {} served, {} refused with the 503, {} resets",
+        idle.answered.len(),
+        idle.overloaded,
+        idle.resets
+    );
+    assert_eq!((idle.resets, idle.failures.len()), (0, 0), "{idle:?}");
+    assert!(idle.overloaded > 0 && idle.answered.iter().all(|&s| s == 200));
+
+    // 50 new clients at once on each listener, each sending a whole check.
+    let (unix, tcp, resp_replies) = tokio::join!(
+        clients_at_once(&d.unix, 50, CHECK),
+        clients_at_once(&d.tcp, 50, CHECK),
+        async {
+            let clients: Vec<_> = (0..10).map(|_| tokio::spawn(resp_reply(resp))).collect();
+            let mut replies = Vec::new();
+            for client in clients {
+                replies.push(client.await.unwrap());
+            }
+            replies
+        }
+    );
+    for (name, tally) in [("unix", &unix), ("tcp", &tcp)] {
+        println!(
+            "{name}: 50 new clients: {} read the 503, {} resets, {} other answers, {} failures",
+            tally.overloaded,
+            tally.resets,
+            tally.answered.len(),
+            tally.failures.len()
+        );
+        assert_eq!(tally.overloaded, 50, "{name}: {tally:?}");
+    }
+    let errors = resp_replies
+        .iter()
+        .filter(|reply| {
+            reply
+                .as_ref()
+                .is_ok_and(|line| line == "-ERR max number of clients reached\r\n")
+        })
+        .count();
+    println!("resp: 10 new clients: {errors} read -ERR max number of clients reached");
+    assert_eq!(errors, 10, "{resp_replies:?}");
+    drop(held);
+}
+
+/// A check whose body is `len` bytes of JSON padding: whole, but over the API's 64 KiB.
+fn large_check(len: usize) -> Vec<u8> {
+    let body = format!(
+        "{{\"policy\":\"p\",\"key\":\"user1\",\"pad\":\"{}\"}}",
+        "x".repeat(len - 40)
+    );
+    let mut request = format!(
+        "POST /v1/check HTTP/1.1\r\nHost: x\r\ncontent-type: application/json\r\n\
+         content-length: {}\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    request.extend_from_slice(body.as_bytes());
+    request
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_body_reads_its_503_at_the_bound() {
+    let d = Running::start("max_connections = 2", &[]);
+    let held = hold_served(&d, 2).await;
+    let large = large_check(256 * 1024);
+    for endpoint in d.endpoints() {
+        let tally = clients_at_once(&endpoint, 20, &large).await;
+        println!("{endpoint:?}: 20 clients sending 256 KiB at the bound: {tally:?}");
+        assert_eq!(tally.overloaded, 20, "{endpoint:?}: {tally:?}");
+    }
+    drop(held);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_early_answer_that_closes_is_read_not_reset() {
+    let d = Running::start("", &[]);
+    // The 413 comes before the body is read, and is read all the same; so is the 404 of an
+    // unknown route sent a body.
+    let large = large_check(256 * 1024);
+    let mut unknown =
+        b"POST /v1/nothing HTTP/1.1\r\nHost: x\r\ncontent-length: 32768\r\n\r\n".to_vec();
+    unknown.resize(unknown.len() + 32_768, b'x');
+    for endpoint in d.endpoints() {
+        for (request, status) in [(&large, 413), (&unknown, 404)] {
+            let tally = clients_at_once(&endpoint, 20, request).await;
+            println!("{endpoint:?}: 20 clients expecting {status}: {tally:?}");
+            assert_eq!(tally.answered, [status; 20], "{endpoint:?}: {tally:?}");
+        }
+    }
+}
+
+/// At the bound, sends a head declaring a huge body, then bytes (`chunk` every `every`) until
+/// a write fails; what it sent, and what a reader of the same connection read meanwhile.
+async fn send_until_cut(
+    endpoint: Endpoint,
+    chunk: usize,
+    every: Duration,
+) -> (u64, Duration, String) {
+    let stream = endpoint.connect().await;
+    let (mut reader, mut writer) = tokio::io::split(stream);
+    let read = tokio::spawn(async move {
+        let mut answer = Vec::new();
+        let _ = reader.read_to_end(&mut answer).await;
+        String::from_utf8_lossy(&answer).into_owned()
+    });
+    let started = Instant::now();
+    let mut sent = 0u64;
+    let head = b"POST /v1/check HTTP/1.1\r\nHost: x\r\ncontent-length: 10000000000\r\n\r\n";
+    if writer.write_all(head).await.is_ok() {
+        let bytes = vec![b'x'; chunk];
+        // A hang bound, not a measurement: the daemon cuts the client long before.
+        while started.elapsed() < Duration::from_secs(60) {
+            if writer.write_all(&bytes).await.is_err() {
+                break;
+            }
+            sent += chunk as u64;
+            tokio::time::sleep(every).await;
+        }
+    }
+    let took = started.elapsed();
+    drop(writer);
+    (sent, took, read.await.unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_never_stops_sending_is_cut_within_the_bounds() {
+    let d = Running::start("max_connections = 1", &[]);
+    let held = hold_served(&d, 1).await;
+    for endpoint in d.endpoints() {
+        let (fast, slow) = tokio::join!(
+            send_until_cut(endpoint.clone(), 64 * 1024, Duration::ZERO),
+            send_until_cut(endpoint.clone(), 1, Duration::from_millis(200)),
+        );
+        println!(
+            "{endpoint:?}: a flood was cut after {} bytes ({:?}); a trickle after {} bytes ({:?})",
+            fast.0, fast.1, slow.0, slow.1
+        );
+        for (sent, took, answer) in [&fast, &slow] {
+            assert!(
+                answer.contains("\"error\":\"overloaded\""),
+                "{endpoint:?}: read {answer:?}"
+            );
+            assert!(*took < Duration::from_secs(60), "{endpoint:?}: never cut");
+            // 1 MiB read, plus what the kernel buffers on both sides.
+            assert!(*sent < 32 << 20, "{endpoint:?}: {sent} bytes sent");
+        }
+    }
+    drop(held);
 }

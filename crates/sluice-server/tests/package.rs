@@ -1,8 +1,10 @@
 //! The Debian package, as `scripts/package` makes it of the binaries this test build made: the
 //! files, the conffile and the maintainer scripts (`dpkg-deb`), the systemd units
 //! (`systemd-analyze verify`, and `security --offline` for the service's exposure), and the
-//! packaged daemon serving a socket handed over by `systemd-socket-activate`. A tool that is
-//! missing (`scripts/test` installs them) skips the tests that need it, with a message.
+//! packaged daemon serving a socket handed over by `systemd-socket-activate`, also with a
+//! config whose `listen.unix` and `listen.http` are both empty. A tool that is missing
+//! (`scripts/test` installs them) skips the tests that need it with a message, and fails them
+//! when `CI` is set: a test never passes by skipping there.
 
 // Helpers here are test code too: a failed set-up should panic the test.
 #![allow(clippy::unwrap_used)]
@@ -29,7 +31,8 @@ struct Package {
     tree: PathBuf,
 }
 
-/// Whether `program args` runs; when it does not, says the test is skipped and why.
+/// Whether `program args` runs; when it does not, says the test is skipped and why, or
+/// fails it when `CI` is set.
 fn have(program: &str, args: &[&str], install: &str) -> bool {
     let found = Command::new(program)
         .args(args)
@@ -38,6 +41,10 @@ fn have(program: &str, args: &[&str], install: &str) -> bool {
         .status()
         .is_ok_and(|status| status.success());
     if !found {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "{program} is missing ({install})"
+        );
         eprintln!("skipped: {program} is missing ({install})");
     }
     found
@@ -344,16 +351,10 @@ fn systemd_analyze_security_rates_the_service_ok_or_safe() {
     assert!(exposure <= MAX_EXPOSURE, "exposure {exposure}:\n{report}");
 }
 
-#[test]
-fn the_packaged_daemon_serves_the_handed_over_socket_and_leaves_it() {
-    let Some(package) = package() else { return };
-    if !have(
-        "systemd-socket-activate",
-        &["--version"],
-        "apt-get install systemd",
-    ) {
-        return;
-    }
+/// Runs the packaged daemon on `config` under `systemd-socket-activate -l dir/sluiced.sock
+/// --fdname=http`, checks `key` of `policy` twice (answered with `remaining`), stops it with
+/// SIGTERM; its log. The socket is left (it is the manager's).
+fn serve_activated(package: &Package, config: &Path, policy: &str, remaining: [u64; 2]) -> String {
     let dir = tempfile::tempdir().unwrap();
     let socket = dir.path().join("sluiced.sock");
     let log = std::fs::File::create(dir.path().join("sluiced.log")).unwrap();
@@ -363,7 +364,7 @@ fn the_packaged_daemon_serves_the_handed_over_socket_and_leaves_it() {
         .arg("--fdname=http")
         .arg(package.tree.join("usr/bin/sluiced"))
         .arg("--config")
-        .arg(package.tree.join("etc/sluice/sluice.toml"))
+        .arg(config)
         .env_remove("SLUICE_SOCKET")
         .stdout(log.try_clone().unwrap())
         .stderr(log)
@@ -384,14 +385,15 @@ fn the_packaged_daemon_serves_the_handed_over_socket_and_leaves_it() {
         Command::new(package.tree.join("usr/bin/sluice"))
             .arg("--socket")
             .arg(&socket)
-            .args(["check", "public", key, "--json"])
+            .args(["check", policy, key, "--json"])
             .output()
             .unwrap()
     };
-    for remaining in [99, 98] {
+    for remaining in remaining {
         let out = check("user:1");
         let body = text(&out);
-        assert!(out.status.success(), "{body}");
+        let log = std::fs::read_to_string(dir.path().join("sluiced.log")).unwrap();
+        assert!(out.status.success(), "{body}\n{log}");
         assert!(body.contains("\"allowed\":true"), "{body}");
         assert!(
             body.contains(&format!("\"remaining\":{remaining}")),
@@ -418,4 +420,75 @@ fn the_packaged_daemon_serves_the_handed_over_socket_and_leaves_it() {
     assert!(log.contains("(handed over)"), "{log}");
     let kept = std::fs::symlink_metadata(&socket).unwrap();
     assert!(kept.file_type().is_socket(), "{log}");
+    log
+}
+
+fn have_socket_activate() -> bool {
+    have(
+        "systemd-socket-activate",
+        &["--version"],
+        "apt-get install systemd",
+    )
+}
+
+#[test]
+fn the_packaged_daemon_serves_the_handed_over_socket_and_leaves_it() {
+    let Some(package) = package() else { return };
+    if !have_socket_activate() {
+        return;
+    }
+    let config = package.tree.join("etc/sluice/sluice.toml");
+    serve_activated(package, &config, "public", [99, 98]);
+}
+
+/// A config that leaves every HTTP address to the service manager, as a socket unit's
+/// config may.
+const NO_ADDRESSES: &str = "[listen]\nunix = \"\"\nhttp = \"\"\n\n\
+[policies.p]\nalgorithm = \"fixed_window\"\nlimit = 5\nwindow = \"1h\"\n";
+
+#[test]
+fn with_both_addresses_empty_the_packaged_daemon_serves_the_handed_over_socket() {
+    let Some(package) = package() else { return };
+    if !have_socket_activate() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("sluice.toml");
+    std::fs::write(&config, NO_ADDRESSES).unwrap();
+    let log = serve_activated(package, &config, "p", [4, 3]);
+    assert!(log.contains("listeners=http:unix:"), "{log}");
+}
+
+#[test]
+fn with_both_addresses_empty_check_config_accepts_and_a_start_without_sockets_refuses() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("sluice.toml");
+    std::fs::write(&config, NO_ADDRESSES).unwrap();
+    let checked = Command::new(BIN)
+        .arg("--check-config")
+        .arg(&config)
+        .output()
+        .unwrap();
+    let said = text(&checked);
+    assert!(checked.status.success(), "{said}");
+    assert!(said.contains("valid, 1 policies"), "{said}");
+    assert!(
+        said.contains("note: listen.unix and listen.http are both disabled")
+            && said.contains("handed over as http"),
+        "{said}"
+    );
+
+    // Without LISTEN_FDS nothing would serve the API: a config error, exit 2.
+    let started = Command::new(BIN)
+        .arg("--config")
+        .arg(&config)
+        .env_remove("LISTEN_FDS")
+        .env_remove("LISTEN_PID")
+        .env_remove("LISTEN_FDNAMES")
+        .output()
+        .unwrap();
+    let said = text(&started);
+    assert_eq!(started.status.code(), Some(2), "{said}");
+    assert!(said.contains("nothing to serve"), "{said}");
+    assert!(said.contains(&config.display().to_string()), "{said}");
 }

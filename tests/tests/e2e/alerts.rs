@@ -1,7 +1,8 @@
-//! The alert rules pass `promtool check rules` and their `promtool test rules` cases, every
-//! dashboard query is valid PromQL (checked by promtool as a recording rule), and every runbook
-//! link of the alerts and the dashboard names a section of docs/OPERATING.md. promtool is a
-//! requirement of the test suite: without it these tests fail, they never skip.
+//! The alert rules pass `promtool check rules` and their `promtool test rules` cases, the
+//! generated SLO rules are what alerts/slos.toml gives, every dashboard query is valid PromQL
+//! (checked by promtool as a recording rule), and every runbook link of the alerts and the
+//! dashboard names a section of docs/OPERATING.md. promtool and python3 are requirements of the
+//! test suite: without them these tests fail, they never skip.
 
 use std::path::Path;
 use std::process::{Command, Output};
@@ -24,6 +25,24 @@ fn promtool(args: &[&str], dir: &Path) -> Output {
         Ok(out) => out,
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => panic!("{INSTALL}"),
         Err(err) => panic!("cannot run promtool: {err}"),
+    }
+}
+
+const PYTHON: &str = "python3 not found: install the Debian package `python3` (3.11 or later, \
+    for tomllib); scripts/gen-slo-rules needs it and the SLO tests never skip";
+
+/// `scripts/gen-slo-rules` with `args`, run from the repository root.
+fn gen_slo_rules(args: &[&str]) -> Output {
+    let root = assets::root();
+    match Command::new("python3")
+        .arg(root.join("scripts/gen-slo-rules"))
+        .args(args)
+        .current_dir(&root)
+        .output()
+    {
+        Ok(out) => out,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => panic!("{PYTHON}"),
+        Err(err) => panic!("cannot run scripts/gen-slo-rules: {err}"),
     }
 }
 
@@ -107,6 +126,50 @@ fn promtool_rule_tests_pass_and_cover_every_alert() {
             "{name}: {fires} firing and {silent} silent promtool cases, want at least one of each"
         );
     }
+}
+
+/// The SLO block of alerts/sluice.rules.yml is committed generated output: a changed objective
+/// that was not regenerated (or a hand edit of the block) fails here, with the diff.
+#[test]
+fn the_committed_slo_rules_are_what_the_objectives_give() {
+    let out = gen_slo_rules(&["--check"]);
+    assert_success(&out, "scripts/gen-slo-rules --check");
+    let rules = std::fs::read_to_string(assets::root().join("alerts/sluice.rules.yml")).unwrap();
+    for name in [
+        "sluice:check_availability:ratio_rate5m",
+        "sluice:check_latency:ratio_rate1h",
+        "sluice:check_rejected:ratio_rate3d",
+        "alert: SluiceAvailabilityBudgetBurn",
+        "alert: SluiceLatencyBudgetBurn",
+    ] {
+        assert!(
+            rules.contains(name),
+            "{name} is not in alerts/sluice.rules.yml"
+        );
+    }
+}
+
+/// A latency threshold between two bucket bounds has no count to read: the generator refuses
+/// it, naming the field and the bounds it may pick, and writes nothing.
+#[test]
+fn the_slo_generator_refuses_a_threshold_that_is_no_bucket_bound() {
+    let spec = std::fs::read_to_string(assets::root().join("alerts/slos.toml")).unwrap();
+    assert!(spec.contains("threshold = 0.005"), "{spec}");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("slos.toml");
+    std::fs::write(
+        &path,
+        spec.replace("threshold = 0.005", "threshold = 0.003"),
+    )
+    .unwrap();
+    let out = gen_slo_rules(&["--check", "--spec", path.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("slos.check_latency.threshold: 0.003 s is not a bucket bound")
+            && stderr.contains("0.0025, 0.005, 0.01"),
+        "{stderr}"
+    );
 }
 
 #[test]

@@ -36,6 +36,21 @@ pub fn rule_files() -> Vec<PathBuf> {
         .collect()
 }
 
+/// The names the rule files record (`- record: NAME`): the `sluice:` recording rules that
+/// alerts and dashboards may query besides the exported metrics.
+pub fn recorded_names() -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for path in rule_files() {
+        let text = std::fs::read_to_string(&path).unwrap();
+        for line in text.lines() {
+            if let Some(name) = line.trim_start().strip_prefix("- record:") {
+                out.insert(name.trim().to_owned());
+            }
+        }
+    }
+    out
+}
+
 /// A PromQL expression and where it came from.
 #[derive(Debug, Clone)]
 pub struct Expr {

@@ -1,6 +1,8 @@
 //! The drift guard: every metric a dashboard panel or an alert rule queries is exported by a
-//! running daemon, and every metric of the documented table is exported with its type. A rename on
-//! either side fails here instead of leaving an empty panel or an alert that never fires.
+//! running daemon (or is a `sluice:` recording rule of alerts/*.yml, itself built from exported
+//! metrics), every histogram bucket a query reads by its `le` exists, and every metric of the
+//! documented table is exported with its type. A rename on either side fails here instead of
+//! leaving an empty panel or an alert that never fires.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -15,7 +17,7 @@ const DATASOURCE: &str = "${datasource}";
 
 /// The documented metric table: (name, type). Counters are exported as `<name>` samples too, since
 /// every documented counter name already ends in `_total`.
-const DOCUMENTED_METRICS: [(&str, &str); 16] = [
+const DOCUMENTED_METRICS: [(&str, &str); 17] = [
     ("rate_limit_requests_total", "counter"),
     ("rate_limit_redis_duration_seconds", "histogram"),
     ("rate_limit_redis_batch_size", "histogram"),
@@ -29,6 +31,7 @@ const DOCUMENTED_METRICS: [(&str, &str); 16] = [
     ("rate_limit_utilization", "histogram"),
     ("rate_limit_denied_keys_ratio", "gauge"),
     ("rate_limit_evictions_total", "counter"),
+    ("rate_limit_connections_refused_total", "counter"),
     // the README's multi-region section.
     ("rate_limit_replication_lag_seconds", "histogram"),
     ("rate_limit_replication_pending", "gauge"),
@@ -100,16 +103,105 @@ fn exported(text: &str) -> (BTreeMap<String, String>, BTreeSet<String>) {
 /// Series Prometheus writes itself for every scrape target, not exported by sluiced.
 const SCRAPE_SERIES: [&str; 1] = ["up"];
 
-fn missing(exprs: &[Expr], samples: &BTreeSet<String>) -> Vec<String> {
+/// Queried names that are neither exported, nor written by Prometheus, nor recorded by a rule.
+fn missing(exprs: &[Expr], samples: &BTreeSet<String>, recorded: &BTreeSet<String>) -> Vec<String> {
     let mut out = Vec::new();
     for expr in exprs {
         for name in assets::metric_names(&expr.promql) {
-            if !samples.contains(&name) && !SCRAPE_SERIES.contains(&name.as_str()) {
+            if !samples.contains(&name)
+                && !SCRAPE_SERIES.contains(&name.as_str())
+                && !recorded.contains(&name)
+            {
                 out.push(format!("{}: {name} in `{}`", expr.origin, expr.promql));
             }
         }
     }
     out
+}
+
+/// Selectors that read one bucket of a histogram (`le="…"`) whose bound the scrape has no
+/// series for: such a query reads nothing (a latency SLI against a bound that is not a bucket).
+fn missing_buckets(exprs: &[Expr], text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for expr in exprs {
+        for selector in assets::selectors(&expr.promql) {
+            for (label, op, value) in &selector.matchers {
+                if label != "le" || op != "=" {
+                    continue;
+                }
+                let bucket = format!("le=\"{value}\"");
+                let found = text.lines().any(|l| {
+                    l.strip_prefix(selector.metric.as_str())
+                        .is_some_and(|rest| rest.starts_with('{') && rest.contains(&bucket))
+                });
+                if !found {
+                    out.push(format!(
+                        "{}: no {}{{{bucket}}} series in `{}`",
+                        expr.origin, selector.metric, expr.promql
+                    ));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The recording rules follow `sluice:<sli>:ratio_rate<window>` (SPEC, "Status and SLOs"), or
+/// `sluice:<sli>:burn_rate<window>` for the burn rates the dashboard shows; every `sluice:` name a
+/// dashboard or an alert queries is recorded (a renamed SLI leaves no panel reading nothing).
+#[test]
+fn recording_rules_are_named_by_sli_and_window_and_every_queried_one_exists() {
+    let recorded = assets::recorded_names();
+    for name in [
+        "sluice:check_availability:ratio_rate5m",
+        "sluice:check_latency:ratio_rate1h",
+        "sluice:check_rejected:ratio_rate5m",
+    ] {
+        assert!(
+            recorded.contains(name),
+            "{name} is not recorded: {recorded:?}"
+        );
+    }
+    for sli in ["check_availability", "check_latency", "check_rejected"] {
+        for window in ["5m", "30m", "1h", "6h", "1d", "3d"] {
+            let name = format!("sluice:{sli}:ratio_rate{window}");
+            assert!(recorded.contains(&name), "{name} is not recorded");
+        }
+    }
+    for name in &recorded {
+        let parts: Vec<&str> = name.split(':').collect();
+        let well_formed = match parts.as_slice() {
+            ["sluice", sli, rate] => {
+                !sli.is_empty()
+                    && sli.chars().all(|c| c.is_ascii_lowercase() || c == '_')
+                    && ["ratio_rate", "burn_rate"].iter().any(|kind| {
+                        rate.strip_prefix(kind).is_some_and(|w| {
+                            w.len() >= 2
+                                && w[..w.len() - 1].chars().all(|c| c.is_ascii_digit())
+                                && w.ends_with(['s', 'm', 'h', 'd', 'w'])
+                        })
+                    })
+            }
+            _ => false,
+        };
+        assert!(
+            well_formed,
+            "recording rule {name}: want sluice:<sli>:ratio_rate<window> or sluice:<sli>:burn_rate<window>"
+        );
+    }
+    let queried: Vec<String> = assets::dashboard_exprs()
+        .iter()
+        .chain(&assets::alert_exprs())
+        .flat_map(|e| {
+            assets::metric_names(&e.promql)
+                .into_iter()
+                .map(move |n| (n, e.origin.clone()))
+        })
+        .filter(|(n, _)| n.starts_with("sluice:"))
+        .filter(|(n, _)| !recorded.contains(n))
+        .map(|(n, origin)| format!("{origin}: {n}"))
+        .collect();
+    assert!(queried.is_empty(), "queried but not recorded: {queried:?}");
 }
 
 #[tokio::test]
@@ -140,8 +232,11 @@ async fn every_metric_the_dashboards_and_alerts_query_is_exported() {
         assert!(queried.contains(name), "{name} not found in any query");
     }
 
-    let mut problems = missing(&dashboards, &samples);
-    problems.extend(missing(&alerts, &samples));
+    let recorded = assets::recorded_names();
+    let mut problems = missing(&dashboards, &samples, &recorded);
+    problems.extend(missing(&alerts, &samples, &recorded));
+    problems.extend(missing_buckets(&dashboards, &text));
+    problems.extend(missing_buckets(&alerts, &text));
     assert!(
         problems.is_empty(),
         "queried but not exported by sluiced:\n{}\n\n/metrics:\n{text}",
@@ -283,7 +378,20 @@ fn every_dashboard_query_follows_the_datasource_job_and_instance_variables() {
                 let selectors = assets::selectors(expr);
                 assert!(!selectors.is_empty(), "{name}: {title:?} selects nothing");
                 for selector in selectors {
-                    for (label, var) in [("job", "$job"), ("instance", "$instance")] {
+                    // A `sluice:` recording rule is per scrape job (the SLOs are the job's):
+                    // scoped by `job` alone, never by `instance`, which it does not carry (an
+                    // instance picked would empty the panel).
+                    let scopes: &[(&str, &str)] = if selector.metric.starts_with("sluice:") {
+                        assert!(
+                            !selector.matchers.iter().any(|(l, _, _)| l == "instance"),
+                            "{name}: panel {title:?} selects {} by instance in `{expr}`",
+                            selector.metric
+                        );
+                        &[("job", "$job")]
+                    } else {
+                        &[("job", "$job"), ("instance", "$instance")]
+                    };
+                    for &(label, var) in scopes {
                         assert!(
                             selector
                                 .matchers

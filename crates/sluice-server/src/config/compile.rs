@@ -198,12 +198,8 @@ fn compile_listen(config: &ListenConfig, errors: &mut Vec<FieldError>) -> Option
             format!("{} is already the socket of listen.grpc", resp.display()),
         ));
     }
-    if unix.is_none() && http.is_none() {
-        errors.push(FieldError::new(
-            "listen",
-            "listen.unix and listen.http are both disabled: nothing to serve",
-        ));
-    }
+    // Both empty is valid: the service manager may hand the HTTP socket over (LISTEN_FDS);
+    // whether anything is served is judged at start (`server::bind::serves_http`).
     (errors.len() == before).then_some(ListenSettings {
         unix,
         unix_mode,

@@ -10,6 +10,10 @@
 //!
 //! On the stop, commands already read are answered and written, then the connection closes;
 //! an idle one closes at once.
+//!
+//! A connection closed after `QUIT` or a protocol error may still hold bytes the client sent
+//! (a pipeline behind the bad frame): it closes lingering ([`crate::server::linger`]), so
+//! that the client reads the error rather than a reset.
 
 use bytes::{Buf, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -21,6 +25,7 @@ use super::error::CommandError;
 use super::frame::{self, Next};
 use super::reply;
 use crate::config::ConnectionSettings;
+use crate::server::linger::Lingering;
 use crate::server::stop::Stop;
 use crate::service::app::App;
 
@@ -68,8 +73,13 @@ pub fn frames(buf: &[u8]) -> Frames<'_> {
 
 /// Serves RESP on `stream` until the client leaves, a deadline passes, a protocol error, or
 /// the stop.
-pub async fn serve_resp<S>(mut stream: S, app: App, limits: ConnectionSettings, mut stop: Stop)
-where
+pub async fn serve_resp<S>(
+    mut stream: S,
+    app: App,
+    limits: ConnectionSettings,
+    lingering: Lingering,
+    mut stop: Stop,
+) where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let mut input = BytesMut::with_capacity(READ_CHUNK);
@@ -114,7 +124,7 @@ where
             }
         }
         if close {
-            let _ = stream.shutdown().await;
+            lingering.close(stream, b"");
             return;
         }
         let now = Instant::now();

@@ -30,6 +30,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 
 use crate::config::ConnectionSettings;
 use crate::server::accept::ServeConnection;
+use crate::server::linger::Lingering;
 use crate::server::stop::Stop;
 use crate::service::app::App;
 
@@ -41,11 +42,16 @@ pub const OVERLOADED: &[u8] = b"-ERR max number of clients reached\r\n";
 pub struct Resp {
     app: App,
     limits: ConnectionSettings,
+    lingering: Lingering,
 }
 
 impl Resp {
-    pub fn new(app: App, limits: ConnectionSettings) -> Resp {
-        Resp { app, limits }
+    pub fn new(app: App, limits: ConnectionSettings, lingering: Lingering) -> Resp {
+        Resp {
+            app,
+            limits,
+            lingering,
+        }
     }
 }
 
@@ -54,6 +60,12 @@ where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     fn serve(&self, stream: S, stop: Stop) -> impl Future<Output = ()> + Send + 'static {
-        connection::serve_resp(stream, self.app.clone(), self.limits, stop)
+        connection::serve_resp(
+            stream,
+            self.app.clone(),
+            self.limits,
+            self.lingering.clone(),
+            stop,
+        )
     }
 }

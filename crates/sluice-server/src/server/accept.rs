@@ -68,16 +68,19 @@ where
     }
 }
 
-/// Accepts on `listener` until `stop`, serving each admitted connection with `serve`; past
-/// the gate's bound a client gets `overloaded` (the protocol's answer) and is closed.
-/// Returns once the stop came and every connection of this listener has finished.
+/// Accepts on `listener` (named `name` in the refusals metric) until `stop`, serving each
+/// admitted connection with `serve`; past the gate's bound a client gets `overloaded` (the
+/// protocol's answer) and is closed. Returns once the stop came and every connection of this
+/// listener has finished.
 pub async fn serve_listener<L: Accept>(
     listener: L,
+    name: &'static str,
     gate: ConnectionGate,
     overloaded: &'static [u8],
     mut stop: Stop,
     serve: impl ServeConnection<L::Io>,
 ) {
+    gate.listening(name);
     let mut spare = SpareFd::open();
     let mut connections = JoinSet::new();
     loop {
@@ -86,7 +89,7 @@ pub async fn serve_listener<L: Accept>(
             Some(_) = connections.join_next(), if !connections.is_empty() => {}
             accepted = listener.accept_stream() => match accepted {
                 Ok(stream) => {
-                    if let Some((stream, permit)) = gate.admit(stream, overloaded) {
+                    if let Some((stream, permit)) = gate.admit(stream, overloaded, name) {
                         let connection = serve.serve(stream, stop.clone());
                         connections.spawn(async move {
                             connection.await;
@@ -101,7 +104,7 @@ pub async fn serve_listener<L: Accept>(
                             tokio::time::timeout(SPARE_ACCEPT_WITHIN, listener.accept_stream())
                                 .await
                         {
-                            gate.refuse(stream, overloaded);
+                            gate.refuse(stream, overloaded, name);
                         }
                     } else {
                         tokio::time::sleep(ACCEPT_BACKOFF).await;

@@ -88,6 +88,11 @@ impl Inherited {
         self.sockets.is_empty()
     }
 
+    /// Whether a socket named `kind` was handed over.
+    pub fn has(&self, kind: &str) -> bool {
+        self.sockets.iter().any(|(name, _)| name == kind)
+    }
+
     /// Takes the sockets named `kind`.
     pub fn take(&mut self, kind: &str) -> Vec<InheritedSocket> {
         let (taken, kept) = std::mem::take(&mut self.sockets)

@@ -1,6 +1,11 @@
 //! The listeners of `[listen]`, bound at start, or taken from the sockets the service manager
 //! handed over: a handed-over socket named after a kind (`http`, `resp`, `grpc`, `metrics`) replaces
 //! every configured address of that kind, and serves even when the config turns the kind off.
+//!
+//! A config whose `listen.unix` and `listen.http` are both empty (a socket unit owns the
+//! address) is valid: it serves the HTTP API on the socket handed over as `http`. Only with
+//! neither a configured address nor such a socket is there nothing to serve
+//! ([`serves_http`]).
 
 use std::io;
 use std::path::Path;
@@ -34,6 +39,26 @@ pub enum BindError {
          the kinds served are http, resp, grpc and metrics"
     )]
     Unused(String),
+}
+
+/// Why a start serves nothing: said with exit code 2, as a config error.
+pub const NOTHING_TO_SERVE: &str = "listen.unix and listen.http are both disabled and no socket \
+named http was handed over (LISTEN_FDS): nothing to serve";
+
+/// What `--check-config` notes of a config whose HTTP addresses are both empty.
+pub const NEEDS_HANDED_SOCKET: &str = "listen.unix and listen.http are both disabled: the HTTP \
+API is served only on a socket handed over as http (systemd socket activation, LISTEN_FDS; \
+FileDescriptorName=http)";
+
+/// Whether the config gives the HTTP API an address of its own.
+pub fn configures_http(listen: &ListenSettings) -> bool {
+    listen.unix.is_some() || listen.http.is_some()
+}
+
+/// Whether a start with `listen` and the sockets `inherited` serves the HTTP API: from the
+/// config, or on a socket handed over as `http`.
+pub fn serves_http(listen: &ListenSettings, inherited: &Inherited) -> bool {
+    configures_http(listen) || inherited.has("http")
 }
 
 /// The listeners to serve, and how the startup line names them (`http:127.0.0.1:8080`).

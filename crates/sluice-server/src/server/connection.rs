@@ -15,10 +15,16 @@
 //! timer reset per request cost more than the check itself. Instead, outside the request-head
 //! phase the deadline is re-read at least every `header_timeout`, so a head that begins
 //! during an idle spell is still cut at exactly its own deadline.
+//!
+//! A connection hyper ends itself before the client closed (after a 413 sent before the body
+//! is read, a 404 to an unknown route with a body, a request answered while stopping) may
+//! still hold bytes the client sent: it closes lingering ([`super::linger`]), so that the
+//! client reads the answer rather than a reset. One cut at a deadline, or whose client
+//! closed or failed, closes at once.
 
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU8, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -31,6 +37,7 @@ use tokio::time::Instant;
 use tower::ServiceExt;
 
 use super::accept::ServeConnection;
+use super::linger::Lingering;
 use super::stop::Stop;
 use crate::config::ConnectionSettings;
 
@@ -39,11 +46,16 @@ use crate::config::ConnectionSettings;
 pub struct Http {
     router: Router,
     limits: ConnectionSettings,
+    lingering: Lingering,
 }
 
 impl Http {
-    pub fn new(router: Router, limits: ConnectionSettings) -> Http {
-        Http { router, limits }
+    pub fn new(router: Router, limits: ConnectionSettings, lingering: Lingering) -> Http {
+        Http {
+            router,
+            limits,
+            lingering,
+        }
     }
 }
 
@@ -52,14 +64,25 @@ where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     fn serve(&self, stream: S, stop: Stop) -> impl Future<Output = ()> + Send + 'static {
-        serve_http(stream, self.router.clone(), self.limits, stop)
+        serve_http(
+            stream,
+            self.router.clone(),
+            self.limits,
+            self.lingering.clone(),
+            stop,
+        )
     }
 }
 
 /// Serves `router` on `stream` until the client leaves, a deadline passes, or, after `stop`,
 /// the request in flight is answered.
-pub async fn serve_http<S>(stream: S, router: Router, limits: ConnectionSettings, mut stop: Stop)
-where
+pub async fn serve_http<S>(
+    stream: S,
+    router: Router,
+    limits: ConnectionSettings,
+    lingering: Lingering,
+    mut stop: Stop,
+) where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let activity = Arc::new(Activity::new());
@@ -76,8 +99,9 @@ where
         })
     };
     let watched = Watched {
-        inner: stream,
+        inner: Some(stream),
         activity: activity.clone(),
+        lingering,
     };
     let builder = auto::Builder::new(TokioExecutor::new());
     let connection = builder.serve_connection_with_upgrades(TokioIo::new(watched), service);
@@ -102,6 +126,8 @@ where
                 match activity.deadline(&limits) {
                     Some(at) if at <= now => {
                         tracing::debug!(phase = activity.phase_name(), "connection timed out");
+                        // A client that missed its deadline gets no more time to linger.
+                        activity.close_at_once.store(true, Ordering::Relaxed);
                         return;
                     }
                     Some(at) => deadline.as_mut().reset(activity.next_look(at, now, &limits)),
@@ -123,6 +149,8 @@ struct Activity {
     in_flight: AtomicU32,
     /// Milliseconds after `started` at which the current phase began.
     since_ms: AtomicU64,
+    /// The stream closes without lingering: the client closed or failed, or missed a deadline.
+    close_at_once: AtomicBool,
 }
 
 /// Waiting for a request head: since accept, or since its first byte.
@@ -139,6 +167,7 @@ impl Activity {
             phase: AtomicU8::new(HEAD),
             in_flight: AtomicU32::new(0),
             since_ms: AtomicU64::new(0),
+            close_at_once: AtomicBool::new(false),
         }
     }
 
@@ -215,42 +244,98 @@ impl Drop for Busy {
     }
 }
 
-/// The client's stream, telling [`Activity`] when bytes arrive.
-struct Watched<S> {
-    inner: S,
+/// The client's stream, telling [`Activity`] when bytes arrive, and closed lingering when
+/// hyper drops it before the client closed.
+struct Watched<S>
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    /// `None` only once dropped.
+    inner: Option<S>,
     activity: Arc<Activity>,
+    lingering: Lingering,
 }
 
-impl<S: AsyncRead + Unpin> AsyncRead for Watched<S> {
+impl<S> Watched<S>
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    fn inner(&mut self) -> std::io::Result<Pin<&mut S>> {
+        self.inner
+            .as_mut()
+            .map(Pin::new)
+            .ok_or_else(|| std::io::ErrorKind::NotConnected.into())
+    }
+}
+
+impl<S> Drop for Watched<S>
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    fn drop(&mut self) {
+        if let Some(stream) = self.inner.take()
+            && !self.activity.close_at_once.load(Ordering::Relaxed)
+        {
+            self.lingering.close(stream, b"");
+        }
+    }
+}
+
+impl<S> AsyncRead for Watched<S>
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
     fn poll_read(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<std::io::Result<()>> {
         let before = buf.filled().len();
-        let polled = Pin::new(&mut self.inner).poll_read(cx, buf);
-        if buf.filled().len() > before {
-            self.activity.bytes_read();
+        let room = buf.remaining() > 0;
+        let polled = match self.inner() {
+            Ok(inner) => inner.poll_read(cx, buf),
+            Err(err) => return Poll::Ready(Err(err)),
+        };
+        match &polled {
+            Poll::Ready(Ok(())) if buf.filled().len() > before => self.activity.bytes_read(),
+            // The client closed its side, or the stream failed: nothing to linger for.
+            Poll::Ready(Ok(())) if room => {
+                self.activity.close_at_once.store(true, Ordering::Relaxed);
+            }
+            Poll::Ready(Err(_)) => self.activity.close_at_once.store(true, Ordering::Relaxed),
+            _ => {}
         }
         polled
     }
 }
 
-impl<S: AsyncWrite + Unpin> AsyncWrite for Watched<S> {
+impl<S> AsyncWrite for Watched<S>
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
     fn poll_write(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write(cx, buf)
+        match self.inner() {
+            Ok(inner) => inner.poll_write(cx, buf),
+            Err(err) => Poll::Ready(Err(err)),
+        }
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.inner).poll_flush(cx)
+        match self.inner() {
+            Ok(inner) => inner.poll_flush(cx),
+            Err(err) => Poll::Ready(Err(err)),
+        }
     }
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.inner).poll_shutdown(cx)
+        match self.inner() {
+            Ok(inner) => inner.poll_shutdown(cx),
+            Err(err) => Poll::Ready(Err(err)),
+        }
     }
 
     fn poll_write_vectored(
@@ -258,10 +343,13 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Watched<S> {
         cx: &mut Context<'_>,
         bufs: &[std::io::IoSlice<'_>],
     ) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+        match self.inner() {
+            Ok(inner) => inner.poll_write_vectored(cx, bufs),
+            Err(err) => Poll::Ready(Err(err)),
+        }
     }
 
     fn is_write_vectored(&self) -> bool {
-        self.inner.is_write_vectored()
+        self.inner.as_ref().is_some_and(S::is_write_vectored)
     }
 }

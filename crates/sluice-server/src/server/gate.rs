@@ -1,25 +1,21 @@
 //! The bound on open connections (`listen.max_connections`), one for every listener of the
 //! daemon whatever its protocol. A connection past the bound is not left in the kernel's
 //! backlog, where a client would hang: it is accepted, given the protocol's "overloaded"
-//! answer and closed, by a bounded number of short tasks.
+//! answer and closed with a lingering close ([`super::linger`]), so that the client reads the
+//! answer rather than a reset, and counted in `rate_limit_connections_refused_total`.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-/// Connections being refused at once, on top of the bound. Past it a connection is closed
-/// without an answer: the client still learns at once, and the fds stay bounded.
-pub const MAX_REFUSING: usize = 64;
-
-/// How long a refused client has to read the answer before its connection is closed.
-const REFUSE_WITHIN: Duration = Duration::from_secs(1);
-
-/// What a refused connection may send before it is closed (read so the close does not reset
-/// the connection before the client has read the answer).
-const REFUSED_READ_BOUND: usize = 64 * 1024;
+use super::fd_limit;
+use super::linger::Lingering;
+use crate::metrics::ListenerLabels;
 
 /// How often, at most, a refusal is logged.
 const LOG_EVERY: Duration = Duration::from_secs(10);
@@ -42,9 +38,12 @@ pub struct ConnectionGate {
 #[derive(Debug)]
 struct Inner {
     open: Arc<Semaphore>,
-    refusing: Arc<Semaphore>,
+    /// Refused connections and early closes linger in these slots.
+    lingering: Lingering,
     max: usize,
     refused: AtomicU64,
+    /// `rate_limit_connections_refused_total`, when the gate counts into the metrics.
+    refused_metric: Option<Family<ListenerLabels, Counter>>,
     started: Instant,
     /// Milliseconds after `started` of the last refusal logged.
     logged_ms: AtomicU64,
@@ -57,15 +56,28 @@ pub struct ConnectionPermit {
 }
 
 impl ConnectionGate {
-    /// A gate letting `max` connections be open at once (at least one).
+    /// A gate letting `max` connections be open at once (at least one), with as many
+    /// lingering closes as the spare file descriptors allow ([`fd_limit::lingering_slots`]).
     pub fn new(max: usize) -> ConnectionGate {
+        let max = max.clamp(1, Semaphore::MAX_PERMITS);
+        ConnectionGate::with_lingering(max, Lingering::new(fd_limit::lingering_slots(max)), None)
+    }
+
+    /// A gate letting `max` connections be open at once, closing into `lingering`, counting
+    /// refusals into `refused_metric` when given.
+    pub fn with_lingering(
+        max: usize,
+        lingering: Lingering,
+        refused_metric: Option<Family<ListenerLabels, Counter>>,
+    ) -> ConnectionGate {
         let max = max.clamp(1, Semaphore::MAX_PERMITS);
         ConnectionGate {
             inner: Arc::new(Inner {
                 open: Arc::new(Semaphore::new(max)),
-                refusing: Arc::new(Semaphore::new(MAX_REFUSING)),
+                lingering,
                 max,
                 refused: AtomicU64::new(0),
+                refused_metric,
                 started: Instant::now(),
                 logged_ms: AtomicU64::new(0),
             }),
@@ -87,37 +99,51 @@ impl ConnectionGate {
         self.inner.refused.load(Ordering::Relaxed)
     }
 
+    /// The lingering closes, shared with the connections the gate admits.
+    pub fn lingering(&self) -> &Lingering {
+        &self.inner.lingering
+    }
+
+    /// Creates the zero series of `listener` in `rate_limit_connections_refused_total`, so
+    /// `rate()` has a starting point before the first refusal.
+    pub fn listening(&self, listener: &'static str) {
+        if let Some(metric) = &self.inner.refused_metric {
+            drop(metric.get_or_create(&ListenerLabels { listener }));
+        }
+    }
+
     /// Lets `stream` in with the permit it must hold while open, or, past the bound, answers
     /// it with `overloaded` and closes it in the background.
-    pub fn admit<S>(&self, stream: S, overloaded: &'static [u8]) -> Option<(S, ConnectionPermit)>
+    pub fn admit<S>(
+        &self,
+        stream: S,
+        overloaded: &'static [u8],
+        listener: &'static str,
+    ) -> Option<(S, ConnectionPermit)>
     where
         S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
         match self.inner.open.clone().try_acquire_owned() {
             Ok(permit) => Some((stream, ConnectionPermit { _permit: permit })),
             Err(_) => {
-                self.refuse(stream, overloaded);
+                self.refuse(stream, overloaded, listener);
                 None
             }
         }
     }
 
-    /// Answers `stream` with `overloaded` and closes it, in a task of its own: a client that
-    /// does not read cannot stall the listener.
-    pub fn refuse<S>(&self, stream: S, overloaded: &'static [u8])
+    /// Answers `stream` of `listener` with `overloaded` and closes it lingering, in a task of
+    /// its own: a client that does not read cannot stall the listener.
+    pub fn refuse<S>(&self, stream: S, overloaded: &'static [u8], listener: &'static str)
     where
         S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
         let refused = self.inner.refused.fetch_add(1, Ordering::Relaxed) + 1;
-        self.log_refusal(refused);
-        // Past MAX_REFUSING the stream drops here: closed at once, without an answer.
-        if let Ok(permit) = self.inner.refusing.clone().try_acquire_owned() {
-            tokio::spawn(async move {
-                let _ =
-                    tokio::time::timeout(REFUSE_WITHIN, answer_and_close(stream, overloaded)).await;
-                drop(permit);
-            });
+        if let Some(metric) = &self.inner.refused_metric {
+            metric.get_or_create(&ListenerLabels { listener }).inc();
         }
+        self.log_refusal(refused);
+        self.inner.lingering.close(stream, overloaded);
     }
 
     fn log_refusal(&self, refused: u64) {
@@ -134,33 +160,18 @@ impl ConnectionGate {
             tracing::warn!(
                 max_connections = self.inner.max,
                 refused_total = refused,
+                lingering = self.inner.lingering.in_use(),
+                lingering_max = self.inner.lingering.capacity(),
                 "listen.max_connections reached: refusing new connections with 503 overloaded"
             );
         }
     }
 }
 
-/// Writes the answer, half-closes, and reads what the client still sends until it closes, so
-/// that the answer is not lost to a reset.
-async fn answer_and_close<S>(mut stream: S, answer: &[u8])
-where
-    S: AsyncRead + AsyncWrite + Unpin,
-{
-    if stream.write_all(answer).await.is_err() || stream.shutdown().await.is_err() {
-        return;
-    }
-    let mut buf = [0u8; 4096];
-    let mut read = 0;
-    while read < REFUSED_READ_BOUND {
-        match stream.read(&mut buf).await {
-            Ok(0) | Err(_) => return,
-            Ok(n) => read += n,
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use tokio::io::AsyncReadExt;
+
     use super::*;
 
     #[test]
@@ -176,18 +187,22 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn past_the_bound_a_connection_is_answered_and_a_freed_slot_admits_again() {
-        let gate = ConnectionGate::new(1);
+    async fn past_the_bound_a_connection_is_answered_counted_and_a_freed_slot_admits_again() {
+        let metric = Family::<ListenerLabels, Counter>::default();
+        let gate = ConnectionGate::with_lingering(1, Lingering::new(4), Some(metric.clone()));
+        gate.listening("http");
         let (ours, _theirs) = tokio::io::duplex(64);
-        let (_kept, permit) = gate.admit(ours, HTTP_OVERLOADED).unwrap();
+        let (_kept, permit) = gate.admit(ours, HTTP_OVERLOADED, "http").unwrap();
         let (ours, mut theirs) = tokio::io::duplex(4096);
-        assert!(gate.admit(ours, HTTP_OVERLOADED).is_none());
+        assert!(gate.admit(ours, HTTP_OVERLOADED, "http").is_none());
         let mut answer = Vec::new();
         theirs.read_to_end(&mut answer).await.unwrap();
         assert_eq!(answer, HTTP_OVERLOADED);
         assert_eq!((gate.open(), gate.refused()), (1, 1));
+        let http = ListenerLabels { listener: "http" };
+        assert_eq!(metric.get_or_create(&http).get(), 1);
         drop(permit);
         let (ours, _theirs) = tokio::io::duplex(64);
-        assert!(gate.admit(ours, HTTP_OVERLOADED).is_some());
+        assert!(gate.admit(ours, HTTP_OVERLOADED, "http").is_some());
     }
 }

@@ -4,6 +4,7 @@
 //!
 //! - [`unix`]: binding a Unix socket safely, removing only our own file.
 //! - [`gate`]: the bound on open connections, shared by every listener and protocol.
+//! - [`linger`]: closing a connection the daemon ends itself without resetting it.
 //! - [`accept`]: the accept loop (gate, out-of-fd handling, connections owned by the loop).
 //! - [`connection`]: one HTTP connection, with the header and idle timeouts.
 //! - [`fd_limit`]: the fd soft limit raised at start and the connection bound below it.
@@ -17,6 +18,7 @@ pub mod bind;
 pub mod connection;
 pub mod fd_limit;
 pub mod gate;
+pub mod linger;
 pub mod stop;
 pub mod unix;
 
@@ -77,7 +79,11 @@ pub async fn serve_until(
 ) -> io::Result<()> {
     let (stop_tx, stop) = stop::channel();
     let limits = listeners.connections;
-    let gate = ConnectionGate::new(limits.max_connections);
+    let gate = ConnectionGate::with_lingering(
+        limits.max_connections,
+        linger::Lingering::new(fd_limit::lingering_slots(limits.max_connections)),
+        Some(app.limiter.metrics().connections_refused.clone()),
+    );
     let router = http::router(app.clone());
     let mut tasks = tokio::task::JoinSet::new();
     let mut sockets = Vec::new();
@@ -89,13 +95,13 @@ pub async fn serve_until(
     };
     if let Some(unix) = listeners.unix {
         sockets.extend(unix.created_file());
-        tasks.spawn(http_loop.serve(unix.listener, router.clone()));
+        tasks.spawn(http_loop.serve(unix.listener, "unix", router.clone()));
     }
     if let Some(tcp) = listeners.http {
-        tasks.spawn(http_loop.serve(tcp, router.clone()));
+        tasks.spawn(http_loop.serve(tcp, "http", router.clone()));
     }
     if let Some(tcp) = listeners.metrics {
-        tasks.spawn(http_loop.serve(tcp, http::metrics_router(app.clone())));
+        tasks.spawn(http_loop.serve(tcp, "metrics", http::metrics_router(app.clone())));
     }
     if let Some(tcp) = listeners.grpc {
         let server = crate::rls::serve(app.clone(), tcp, stop.clone().into_wait());
@@ -107,13 +113,13 @@ pub async fn serve_until(
         tasks.spawn(async move { server.await.map_err(io::Error::other) });
     }
     // The RESP listeners: the same accept loop and gate, the Redis protocol's connection.
-    let resp = crate::resp::Resp::new(app.clone(), limits);
+    let resp = crate::resp::Resp::new(app.clone(), limits, gate.lingering().clone());
     if let Some(tcp) = listeners.resp {
-        tasks.spawn(serve_resp(tcp, &gate, &stop, resp.clone()));
+        tasks.spawn(serve_resp(tcp, "resp", &gate, &stop, resp.clone()));
     }
     if let Some(unix) = listeners.resp_unix {
         sockets.extend(unix.created_file());
-        tasks.spawn(serve_resp(unix.listener, &gate, &stop, resp));
+        tasks.spawn(serve_resp(unix.listener, "resp_unix", &gate, &stop, resp));
     }
     let sync = tokio::spawn(overrides::sync_loop(
         app.limits.clone(),
@@ -178,12 +184,14 @@ async fn housekeep(app: App, stop: impl Future<Output = ()>) {
 /// The accept loop of a RESP listener, as a listener task.
 fn serve_resp<L: accept::Accept>(
     listener: L,
+    name: &'static str,
     gate: &ConnectionGate,
     stop: &Stop,
     resp: crate::resp::Resp,
 ) -> impl Future<Output = io::Result<()>> + Send + 'static {
     let serving = accept::serve_listener(
         listener,
+        name,
         gate.clone(),
         crate::resp::OVERLOADED,
         stop.clone(),
@@ -205,18 +213,21 @@ struct HttpLoop<'a> {
 }
 
 impl HttpLoop<'_> {
-    /// The accept loop of `listener`, serving `router`, as a listener task.
+    /// The accept loop of `listener` (`name` in the metrics), serving `router`, as a
+    /// listener task.
     fn serve<L: accept::Accept>(
         self,
         listener: L,
+        name: &'static str,
         router: axum::Router,
     ) -> impl Future<Output = io::Result<()>> + Send + 'static {
         let serving = accept::serve_listener(
             listener,
+            name,
             self.gate.clone(),
             HTTP_OVERLOADED,
             self.stop.clone(),
-            connection::Http::new(router, self.limits),
+            connection::Http::new(router, self.limits, self.gate.lingering().clone()),
         );
         async move {
             serving.await;

@@ -1,0 +1,27 @@
+package sluicegin_test
+
+// The README's gin snippet, compiled (not run: it needs a daemon).
+
+import (
+	"log"
+
+	"github.com/gin-gonic/gin"
+
+	sluice "github.com/sluice-rs/sluice/clients/go"
+	sluicegin "github.com/sluice-rs/sluice/clients/go/gin"
+)
+
+func ExampleMiddleware() {
+	c, err := sluice.NewClient(sluice.ClientOptions{Target: "/run/sluice/sluiced.sock"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	r := gin.New()
+	r.Use(sluicegin.Middleware(c, sluicegin.Options{Policy: "public"}))
+	// per route or group: its own policy, cost, tier
+	r.POST("/export", sluicegin.Middleware(c, sluicegin.Options{
+		Policy:   "exports",
+		Cost:     10,
+		TierFunc: func(c *gin.Context) string { return c.GetString("plan") },
+	}), func(c *gin.Context) { c.String(200, "ok") })
+}
