@@ -68,7 +68,7 @@ fn main() -> ExitCode {
                     path.display(),
                     compiled.policies.len()
                 );
-                if !server::bind::configures_http(&settings.listen) {
+                if !server::bind::configures_http(&compiled.settings.listen) {
                     println!(
                         "{}: note: {}",
                         path.display(),
@@ -103,7 +103,7 @@ fn main() -> ExitCode {
     };
     // The config may leave the HTTP addresses to the service manager: judged with what it
     // handed over, a config error when neither gives the API a listener.
-    if !server::bind::serves_http(&settings.listen, &inherited) {
+    if !server::bind::serves_http(&compiled.settings.listen, &inherited) {
         eprintln!(
             "{}: listen: {}",
             source.name(),
