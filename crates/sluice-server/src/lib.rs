@@ -26,7 +26,7 @@
 //!
 //! # One check, from the socket to the store and back
 //!
-//! 1. [`server::serve`] accepts the connection on the Unix socket or TCP listener and hands
+//! 1. [`daemon::serve`] accepts the connection on the Unix socket or TCP listener and hands
 //!    it to the router of [`http`].
 //! 2. `POST /v1/check` is parsed in `http::check` without copying its strings into a
 //!    [`limiter::CheckInput`].
@@ -41,6 +41,7 @@
 
 pub mod clock;
 pub mod config;
+pub mod daemon;
 pub mod exposition;
 pub mod histogram;
 pub mod http;

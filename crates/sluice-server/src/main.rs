@@ -242,7 +242,7 @@ async fn run(
         }
         let _ = drop_tx.send(());
     });
-    server::serve_until(
+    sluice_server::daemon::serve_until(
         app,
         listeners,
         async move {

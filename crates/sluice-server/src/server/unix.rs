@@ -33,7 +33,7 @@ impl BoundUnix {
     }
 
     /// The file to remove on stop, with its inode, if this daemon created it.
-    pub(super) fn created_file(&self) -> Option<(PathBuf, u64)> {
+    pub(crate) fn created_file(&self) -> Option<(PathBuf, u64)> {
         self.created.map(|inode| (self.path.clone(), inode))
     }
 }
@@ -74,7 +74,7 @@ pub fn bind_unix(path: &Path, mode: u32) -> io::Result<BoundUnix> {
 }
 
 /// Removes the socket file unless another daemon has replaced it since.
-pub(super) fn remove_socket(path: &Path, inode: u64) {
+pub(crate) fn remove_socket(path: &Path, inode: u64) {
     if std::fs::metadata(path).is_ok_and(|meta| meta.ino() == inode)
         && let Err(err) = std::fs::remove_file(path)
     {

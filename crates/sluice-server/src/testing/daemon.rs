@@ -101,7 +101,7 @@ impl Daemon {
             connections,
             ..Listeners::default()
         };
-        let task = tokio::spawn(server::serve(app.clone(), listeners, async move {
+        let task = tokio::spawn(crate::daemon::serve(app.clone(), listeners, async move {
             let _ = rx.await;
         }));
         Daemon {
