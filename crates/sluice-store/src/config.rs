@@ -184,7 +184,7 @@ pub(crate) fn check_common(
     timeout: Duration,
     max_in_flight: usize,
 ) -> Result<(), ConfigError> {
-    if !crate::redis::keys::valid_prefix(prefix) {
+    if !valid_prefix(prefix) {
         return Err(ConfigError::InvalidPrefix(prefix.to_owned()));
     }
     if timeout.is_zero() {
@@ -233,6 +233,12 @@ pub(crate) fn parse_node(url: &str) -> Result<(String, u16), ConfigError> {
         return Err(invalid("missing host"));
     }
     Ok((host.to_owned(), port))
+}
+
+/// Whether `prefix` can start a key without disturbing the hash tag that follows it
+/// (`{prefix}:{<policy>:<key>}:<suffix>`, see [`crate::keys`]).
+fn valid_prefix(prefix: &str) -> bool {
+    !prefix.is_empty() && !prefix.contains(['{', '}'])
 }
 
 #[cfg(test)]

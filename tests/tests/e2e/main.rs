@@ -4,20 +4,15 @@
 #![allow(clippy::unwrap_used)]
 
 mod admin;
-mod alerts;
-mod assets;
 mod backends;
 mod batch;
 mod boundary;
 mod caddy;
-mod docs;
-mod drift;
 mod envoy;
 mod errors;
 mod features;
 mod forward_auth;
 mod headers;
-mod imports;
 mod layer;
 mod nginx;
 mod resp;

@@ -23,7 +23,6 @@ pub mod linger;
 pub mod stop;
 pub mod unix;
 
-
 use tokio::net::TcpListener;
 
 pub use self::gate::{ConnectionGate, ConnectionPermit, HTTP_OVERLOADED};

@@ -131,11 +131,6 @@ impl Layout {
     }
 }
 
-/// Whether `prefix` can start a key without disturbing the hash tag.
-pub(crate) fn valid_prefix(prefix: &str) -> bool {
-    !prefix.is_empty() && !prefix.contains(['{', '}'])
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

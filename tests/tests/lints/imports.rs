@@ -1,5 +1,8 @@
 //! The layout rule every crate keeps: no source file imports from a file that (directly or
-//! through others) imports from it. Each file's `use` trees and inline `crate::` / `super::`
+//! through others) imports from it, and no top-level module of a crate (`config`, `service`,
+//! `http`, `server`…) imports from one that imports from it, which the file rule cannot see
+//! (two modules can each have files importing the other's without any file cycle). Modules
+//! compiled only for tests (`#[cfg(test)] mod properties;`) are left out of both. Each file's `use` trees and inline `crate::` / `super::`
 //! paths are resolved to the file that defines the item, following the `pub use` re-exports
 //! of `mod.rs` / `lib.rs` (a module file that only declares and re-exports its children is
 //! the way in, not a party to a cycle). Generated code and `#[cfg(test)] mod tests` are left
@@ -15,6 +18,27 @@ struct Crate {
     files: BTreeMap<Vec<String>, Source>,
 }
 
+/// The modules a file declares under `#[cfg(test)]` (`mod properties;`): test code, which
+/// may use anything of the crate.
+fn test_modules(text: &str) -> Vec<String> {
+    let lines: Vec<&str> = text.lines().map(str::trim).collect();
+    let mut found = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        if *line != "#[cfg(test)]" {
+            continue;
+        }
+        let declared = lines[i + 1..]
+            .iter()
+            .find(|next| !next.starts_with("#["))
+            .and_then(|next| next.trim_start_matches("pub ").strip_prefix("mod "))
+            .and_then(|rest| rest.strip_suffix(';'));
+        if let Some(name) = declared {
+            found.push(name.trim().to_owned());
+        }
+    }
+    found
+}
+
 struct Source {
     path: PathBuf,
     /// The text, without whole-line comments and without the trailing test module.
@@ -25,6 +49,7 @@ struct Source {
 
 fn read_crate(src: &Path) -> Crate {
     let mut files = BTreeMap::new();
+    let mut tests_only: Vec<Vec<String>> = Vec::new();
     let mut stack = vec![src.to_owned()];
     while let Some(dir) = stack.pop() {
         for entry in std::fs::read_dir(&dir).unwrap() {
@@ -51,6 +76,16 @@ fn read_crate(src: &Path) -> Crate {
                 module.pop();
             }
             let text = std::fs::read_to_string(&path).unwrap();
+            let parent = if dir_module {
+                module.clone()
+            } else {
+                module[..module.len() - 1].to_vec()
+            };
+            for name in test_modules(&text) {
+                if dir_module || module.last().is_some_and(|own| *own != name) {
+                    tests_only.push([&parent[..], std::slice::from_ref(&name)].concat());
+                }
+            }
             files.insert(
                 module,
                 Source {
@@ -61,6 +96,7 @@ fn read_crate(src: &Path) -> Crate {
             );
         }
     }
+    files.retain(|module: &Vec<String>, _| !tests_only.iter().any(|test| module.starts_with(test)));
     Crate { files }
 }
 
@@ -286,6 +322,43 @@ impl Crate {
     }
 }
 
+/// Top-level module → the top-level modules its files import from (the crate root left out:
+/// `lib.rs` and `main.rs` only declare and wire the modules).
+fn module_imports(
+    file_edges: &BTreeMap<&Vec<String>, BTreeSet<&Vec<String>>>,
+) -> BTreeMap<Vec<String>, BTreeSet<Vec<String>>> {
+    let mut edges: BTreeMap<Vec<String>, BTreeSet<Vec<String>>> = BTreeMap::new();
+    for (from, targets) in file_edges {
+        let Some(from) = from.first() else { continue };
+        let entry = edges.entry(vec![from.clone()]).or_default();
+        for to in targets {
+            if let Some(to) = to.first()
+                && to != from
+            {
+                entry.insert(vec![to.clone()]);
+            }
+        }
+    }
+    edges
+}
+
+/// The groups of top-level modules of `krate` that import each other.
+fn module_cycles(krate: &Crate) -> Vec<Vec<String>> {
+    let owned = module_imports(&krate.imports());
+    let edges: BTreeMap<&Vec<String>, BTreeSet<&Vec<String>>> = owned
+        .iter()
+        .map(|(from, targets)| (from, targets.iter().collect()))
+        .collect();
+    cycles(&edges)
+        .into_iter()
+        .map(|group| {
+            let mut names: Vec<String> = group.iter().map(|m| m.join("::")).collect();
+            names.sort();
+            names
+        })
+        .collect()
+}
+
 fn defines(code: &str, name: &str) -> bool {
     [
         "struct", "enum", "fn", "trait", "type", "const", "static", "mod",
@@ -383,8 +456,62 @@ fn no_file_imports_a_file_that_imports_it() {
                 .collect();
             found.push(files.join(" <-> "));
         }
+        for group in module_cycles(&krate) {
+            found.push(format!(
+                "modules of {}: {}",
+                src.display(),
+                group.join(" <-> ")
+            ));
+        }
     }
     assert!(found.is_empty(), "import cycles:\n{}", found.join("\n"));
+}
+
+#[test]
+fn the_module_cycle_finder_sees_a_cycle_no_file_cycle_shows() {
+    // config/load.rs imports service/policy.rs, service/app.rs imports config/schema.rs: no
+    // file imports a file that imports it, but the modules import each other. A test-only
+    // module importing anything is left out.
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path();
+    for module in ["config", "service"] {
+        std::fs::create_dir(src.join(module)).unwrap();
+    }
+    let write = |path: &str, text: &str| std::fs::write(src.join(path), text).unwrap();
+    write(
+        "lib.rs",
+        "pub mod config;\npub mod service;\npub mod server;\n",
+    );
+    write("config/mod.rs", "pub mod load;\npub mod schema;\n");
+    write("config/schema.rs", "pub struct Schema;\n");
+    write(
+        "config/load.rs",
+        "use crate::service::policy::Policy;\npub fn load(_: Policy) {}\n",
+    );
+    write(
+        "service/mod.rs",
+        "pub mod app;\npub mod policy;\n#[cfg(test)]\nmod props;\n",
+    );
+    write("service/policy.rs", "pub struct Policy;\n");
+    write(
+        "service/app.rs",
+        "use crate::config::schema::Schema;\npub struct App(Schema);\n",
+    );
+    write("service/props.rs", "use crate::server::Thing;\n");
+    write(
+        "server.rs",
+        "use crate::service::app::App;\npub struct Thing(App);\n",
+    );
+    let krate = read_crate(src);
+    assert!(cycles(&krate.imports()).is_empty(), "no file cycle");
+    assert_eq!(
+        module_cycles(&krate),
+        vec![vec!["config".to_owned(), "service".to_owned()]]
+    );
+    // Without config's import of the service, no module cycle either (service/props.rs, a
+    // test module importing server, which imports service, does not count).
+    write("config/load.rs", "pub fn load() {}\n");
+    assert!(module_cycles(&read_crate(src)).is_empty());
 }
 
 #[test]
