@@ -1,0 +1,217 @@
+"""Benchmark of the Python client and middleware against a real sluiced, in one run.
+
+(a) the bare client call: N sequential checks over the socket, sync and async: mean and p50.
+(b) the same app route with and without the middleware under wrk, same concurrency, for
+    FastAPI (uvicorn) and Flask (werkzeug, threaded): added latency = with - without, and its
+    ratio to (a) of the client the middleware uses.
+(c) keep-alive reuse: the most sockets sluiced held during each run, listeners excluded,
+    against the pool size (8).
+
+Usage: SLUICED=/path/to/sluiced python3 run.py [--calls 5000] [--duration 5] [--conc 1,8]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any, Dict, List, Tuple
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "src"))
+
+import sluice  # noqa: E402
+
+POOL_SIZE = 8
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_connect(family: int, addr: Any, proc: "subprocess.Popen[bytes]", what: str) -> None:
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"{what} exited with {proc.returncode}")
+        try:
+            with socket.socket(family) as s:
+                s.connect(addr)
+            return
+        except OSError:
+            time.sleep(0.02)
+    raise SystemExit(f"{what} did not listen")
+
+
+def sockets_of(pid: int) -> int:
+    count = 0
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            count += os.readlink(fd).startswith("socket:")
+        except OSError:
+            pass
+    return count
+
+
+def summary(samples_ns: List[int]) -> Tuple[float, float]:
+    return statistics.fmean(samples_ns) / 1000, statistics.median(samples_ns) / 1000
+
+
+def bare_sync(sock: str, calls: int) -> Tuple[float, float]:
+    client = sluice.Client(sock, timeout=1.0)
+    for i in range(500):
+        client.check("bench", f"warm:{i}")
+    out = []
+    for i in range(calls):
+        t = time.perf_counter_ns()
+        client.check("bench", f"user:{i % 1000}")
+        out.append(time.perf_counter_ns() - t)
+    client.close()
+    return summary(out)
+
+
+def bare_async(sock: str, calls: int) -> Tuple[float, float]:
+    async def main() -> Tuple[float, float]:
+        client = sluice.AsyncClient(sock, timeout=1.0)
+        for i in range(500):
+            await client.check("bench", f"warm:{i}")
+        out = []
+        for i in range(calls):
+            t = time.perf_counter_ns()
+            await client.check("bench", f"user:{i % 1000}")
+            out.append(time.perf_counter_ns() - t)
+        await client.aclose()
+        return summary(out)
+
+    return asyncio.run(main())
+
+
+def start_app(framework: str, limited: bool, port: int, env: Dict[str, str]) -> "subprocess.Popen[bytes]":
+    if framework == "fastapi":
+        target = "apps:fastapi_sluice" if limited else "apps:fastapi_plain"
+        cmd = [sys.executable, "-m", "uvicorn", target, "--host", "127.0.0.1", "--port", str(port),
+               "--log-level", "warning", "--no-access-log"]
+    else:
+        cmd = [sys.executable, "apps.py", "flask-sluice" if limited else "flask", str(port)]
+    proc = subprocess.Popen(cmd, cwd=HERE, env=env)
+    wait_connect(socket.AF_INET, ("127.0.0.1", port), proc, " ".join(cmd))
+    return proc
+
+
+def wrk(port: int, conc: int, seconds: int) -> Dict[str, Any]:
+    cmd = ["wrk", "-t1", f"-c{conc}", f"-d{seconds}s", "-s", str(HERE / "report.lua"), f"http://127.0.0.1:{port}/"]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    m = re.search(r"^WRK (\{.*\})$", out, re.M)
+    if m is None:
+        raise SystemExit(f"wrk printed no report:\n{out}")
+    doc: Dict[str, Any] = json.loads(m.group(1))
+    doc["rps"] = doc["requests"] / doc["seconds"]
+    return doc
+
+
+def load(port: int, conc: int, seconds: int, daemon_pid: int, baseline: int) -> Dict[str, Any]:
+    wrk(port, conc, 1)  # warm-up: imports, pool, JIT-free but caches
+    peak = [0]
+    stop = threading.Event()
+
+    def sample() -> None:
+        while not stop.is_set():
+            peak[0] = max(peak[0], sockets_of(daemon_pid) - baseline)
+            time.sleep(0.05)
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    try:
+        doc = wrk(port, conc, seconds)
+    finally:
+        stop.set()
+        sampler.join()
+    doc["daemon_conns"] = peak[0]
+    return doc
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--calls", type=int, default=5000)
+    ap.add_argument("--duration", type=int, default=5)
+    ap.add_argument("--conc", default="1,8")
+    args = ap.parse_args()
+    binary = os.environ.get("SLUICED", "")
+    if not binary or not os.access(binary, os.X_OK):
+        raise SystemExit(f"SLUICED={binary!r} is not an executable sluiced binary")
+    if shutil.which("wrk") is None:
+        raise SystemExit("wrk is not installed")
+    concs = [int(c) for c in args.conc.split(",")]
+
+    tmp = Path(tempfile.mkdtemp(prefix="slbench-"))
+    sock = str(tmp / "s.sock")
+    (tmp / "sluice.toml").write_text(
+        f'[listen]\nunix = "{sock}"\nhttp = ""\n\n[backend]\nkind = "memory"\n\n'
+        '[policies.bench]\nalgorithm = "token_bucket"\nlimit = 1000000000\nwindow = "1s"\n'
+    )
+    daemon = subprocess.Popen([binary, "--config", str(tmp / "sluice.toml")],
+                              stdout=subprocess.DEVNULL, stderr=open(tmp / "sluiced.log", "wb"))
+    try:
+        wait_connect(socket.AF_UNIX, sock, daemon, "sluiced")
+        time.sleep(0.2)
+        baseline = sockets_of(daemon.pid)
+        env = dict(os.environ, SLUICE_SOCKET=sock,
+                   PYTHONPATH=os.pathsep.join([str(HERE.parent / "src"), os.environ.get("PYTHONPATH", "")]))
+
+        sync_mean, sync_p50 = bare_sync(sock, args.calls)
+        async_mean, async_p50 = bare_async(sock, args.calls)
+        bare = {"flask": (sync_mean, "sync Client"), "fastapi": (async_mean, "AsyncClient")}
+        print(f"sluiced: {binary}")
+        print(f"python {sys.version.split()[0]}, {os.cpu_count()} cores, wrk -t1, {args.duration} s per run\n")
+        print(f"(a) bare client call, {args.calls} sequential checks over the Unix socket")
+        print("| client | mean µs | p50 µs |\n|---|---|---|")
+        print(f"| sluice.Client (sync, http.client) | {sync_mean:.1f} | {sync_p50:.1f} |")
+        print(f"| sluice.AsyncClient (asyncio) | {async_mean:.1f} | {async_p50:.1f} |\n")
+
+        rows = []
+        for framework in ("fastapi", "flask"):
+            results: Dict[Tuple[bool, int], Dict[str, Any]] = {}
+            for limited in (False, True):
+                port = free_port()
+                app = start_app(framework, limited, port, env)
+                try:
+                    for conc in concs:
+                        results[(limited, conc)] = load(port, conc, args.duration, daemon.pid, baseline)
+                finally:
+                    app.send_signal(signal.SIGTERM)
+                    app.wait(10)
+            for conc in concs:
+                plain, limited_ = results[(False, conc)], results[(True, conc)]
+                added = limited_["mean_us"] - plain["mean_us"]
+                base, label = bare[framework]
+                rows.append((framework, conc, plain, limited_, added, added / base, label, base))
+
+        print("(b) same route without / with the middleware under wrk; added = with − without (mean latency)")
+        print("| app | conc | without: req/s, mean µs, p50 µs | with: req/s, mean µs, p50 µs | added µs | added / bare call | sluiced conns (pool 8) | errors |")
+        print("|---|---|---|---|---|---|---|---|")
+        for framework, conc, p, w, added, ratio, label, base in rows:
+            print(f"| {framework} | {conc} | {p['rps']:.0f}, {p['mean_us']:.0f}, {p['p50_us']} "
+                  f"| {w['rps']:.0f}, {w['mean_us']:.0f}, {w['p50_us']} | {added:.0f} "
+                  f"| {ratio:.2f}× ({label} {base:.0f} µs) | {w['daemon_conns']} | {p['errors'] + w['errors']} |")
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        daemon.wait(10)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
