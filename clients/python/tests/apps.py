@@ -4,7 +4,8 @@ middleware options (the way an app sets policy, cost, tier per route or group).
 A route is described by a dict: ``socket`` (which daemon), ``policy``, and optionally
 ``key="header"`` (key from the X-Key header), ``cost``, ``tier``, ``fail``, ``auth`` (the
 framework's user comes from the X-User header), ``denied="custom"`` (a replaced 429),
-``timeout`` (the client's, default 50 ms).
+``timeout`` (the client's; 1 s here so a loaded machine cannot turn an answer into a
+fail-open; the hung-daemon cases set their own).
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ def fastapi_app(routes: Mapping[str, Route]) -> Iterator[Tuple[int, Dict[str, sl
         async def ok() -> PlainTextResponse:
             return PlainTextResponse("ok")
 
-        client = clients[mount] = sluice.AsyncClient(route["socket"], timeout=route.get("timeout", 0.05))
+        client = clients[mount] = sluice.AsyncClient(route["socket"], timeout=route.get("timeout", 1.0))
         sub.add_middleware(
             sluice.SluiceMiddleware,
             client=client,
@@ -94,7 +95,7 @@ def flask_app(routes: Mapping[str, Route]) -> Iterator[Tuple[int, Dict[str, slui
     for mount, route in routes.items():
         sub = Flask(f"sub{mount.replace('/', '_')}")
         sub.add_url_rule("/", "ok", lambda: "ok")
-        client = clients[mount] = sluice.Client(route["socket"], timeout=route.get("timeout", 0.05))
+        client = clients[mount] = sluice.Client(route["socket"], timeout=route.get("timeout", 1.0))
         sub.wsgi_app = sluice.SluiceWSGIMiddleware(  # type: ignore[method-assign]
             sub.wsgi_app,
             client=client,

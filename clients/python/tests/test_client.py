@@ -14,7 +14,7 @@ from conftest import Daemon, unique
 
 
 def test_check_reads_the_answer(daemon: Daemon) -> None:
-    client = sluice.Client(daemon.sock)
+    client = sluice.Client(daemon.sock, timeout=1.0)
     key = unique()
     d = client.check("api", key)
     assert (d.allowed, d.status, d.limit, d.remaining, d.policy) == (True, 200, 3, 2, "api")
@@ -30,7 +30,7 @@ def test_check_reads_the_answer(daemon: Daemon) -> None:
 
 
 def test_refused_checks_carry_sluiceds_code(daemon: Daemon) -> None:
-    client = sluice.Client(daemon.sock)
+    client = sluice.Client(daemon.sock, timeout=1.0)
     with pytest.raises(sluice.SluiceRequestError) as err:
         client.check("no-such-policy", "k")
     assert (err.value.status, err.value.code) == (404, "unknown_policy")
@@ -41,7 +41,7 @@ def test_refused_checks_carry_sluiceds_code(daemon: Daemon) -> None:
 
 
 def test_batch_is_all_or_nothing(daemon: Daemon) -> None:
-    client = sluice.Client(daemon.sock)
+    client = sluice.Client(daemon.sock, timeout=1.0)
     a, b = unique(), unique()
     client.check("api", b, cost=3)  # b has nothing left
     d = client.check_batch([sluice.Check("api", a), {"policy": "api", "key": b}])
@@ -52,13 +52,21 @@ def test_batch_is_all_or_nothing(daemon: Daemon) -> None:
 
 
 def test_tcp_address(daemon: Daemon) -> None:
-    d = sluice.Client(f"http://127.0.0.1:{daemon.http_port}").check("api", unique())
+    d = sluice.Client(f"http://127.0.0.1:{daemon.http_port}", timeout=1.0).check("api", unique())
     assert (d.status, d.remaining) == (200, 2)
 
     async def main() -> sluice.Decision:
-        return await sluice.AsyncClient(f"http://127.0.0.1:{daemon.http_port}").check("api", unique())
+        return await sluice.AsyncClient(f"http://127.0.0.1:{daemon.http_port}", timeout=1.0).check("api", unique())
 
     assert asyncio.run(main()).remaining == 2
+
+
+def test_defaults(monkeypatch: Any) -> None:
+    monkeypatch.setenv("SLUICE_SOCKET", "/run/x/sluiced.sock")
+    client = sluice.Client()
+    assert (client.timeout, client.pool_size, str(client.address)) == (0.05, 8, "unix:/run/x/sluiced.sock")
+    monkeypatch.delenv("SLUICE_SOCKET")
+    assert str(sluice.AsyncClient().address) == "unix:/tmp/sluiced.sock"
 
 
 def test_bad_addresses_are_refused() -> None:
@@ -103,7 +111,7 @@ def test_async_connections_are_reused_and_bounded(daemon: Daemon) -> None:
 
 
 def test_sync_daemon_stopped_then_restarted(fresh_daemon: Daemon) -> None:
-    client = sluice.Client(fresh_daemon.sock)
+    client = sluice.Client(fresh_daemon.sock, timeout=1.0)
     assert client.check("wide", "k").status == 200  # leaves a pooled connection
     fresh_daemon.stop()
     with pytest.raises(sluice.SluiceUnavailable):
@@ -118,7 +126,7 @@ def test_sync_daemon_stopped_then_restarted(fresh_daemon: Daemon) -> None:
 
 def test_async_daemon_stopped_then_restarted(fresh_daemon: Daemon) -> None:
     async def main() -> None:
-        client = sluice.AsyncClient(fresh_daemon.sock)
+        client = sluice.AsyncClient(fresh_daemon.sock, timeout=1.0)
         assert (await client.check("wide", "k")).status == 200
         fresh_daemon.stop()
         with pytest.raises(sluice.SluiceUnavailable):
@@ -143,7 +151,7 @@ def test_sync_hung_daemon_times_out(fresh_daemon: Daemon) -> None:
         assert time.monotonic() - started < 2
     finally:
         fresh_daemon.resume()
-    assert client.check("wide", "k").status == 200
+    assert client.check("wide", "k", timeout=1.0).status == 200
 
 
 def test_async_hung_daemon_times_out_without_blocking_the_loop(fresh_daemon: Daemon) -> None:
@@ -167,12 +175,12 @@ def test_async_hung_daemon_times_out_without_blocking_the_loop(fresh_daemon: Dae
             task.cancel()
         # the loop ran other work the whole time the check waited
         assert ticks >= 5
-        return (await client.check("wide", "k")).status
+        return (await client.check("wide", "k", timeout=1.0)).status
 
     assert asyncio.run(main()) == 200
 
 
 def test_async_client_survives_a_new_event_loop(daemon: Daemon) -> None:
-    client = sluice.AsyncClient(daemon.sock)
+    client = sluice.AsyncClient(daemon.sock, timeout=1.0)
     assert asyncio.run(client.check("wide", unique())).status == 200
     assert asyncio.run(client.check("wide", unique())).status == 200

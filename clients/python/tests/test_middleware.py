@@ -24,10 +24,8 @@ def app(request: Any, daemon: Daemon, down_daemon: Daemon) -> Iterator[Tuple[str
         "/custom": {"socket": mem, "policy": "api", "key": "header", "denied": "custom"},
         "/default": {"socket": mem, "policy": "wide"},
         "/user": {"socket": mem, "policy": "wide", "auth": True},
-        # sluiced waits out its backend timeout (10 ms) before these answers: a roomy client
-        # timeout keeps a loaded machine from turning the pass-through into a fail-open.
-        "/shut": {"socket": down, "policy": "shut", "key": "header", "timeout": 1.0},
-        "/soft": {"socket": down, "policy": "soft", "key": "header", "timeout": 1.0},
+        "/shut": {"socket": down, "policy": "shut", "key": "header"},
+        "/soft": {"socket": down, "policy": "soft", "key": "header"},
         "/misconfigured": {"socket": mem, "policy": "no-such-policy", "key": "header"},
     }
     with BUILDERS[request.param](routes) as (port, clients):
@@ -178,8 +176,8 @@ def test_daemon_down_fails_open_or_closed_then_recovers(framework: str, fresh_da
 @pytest.mark.parametrize("framework", FRAMEWORKS)
 def test_hung_daemon_times_out_open_or_closed(framework: str, fresh_daemon: Daemon) -> None:
     routes = {
-        "/open": {"socket": fresh_daemon.sock, "policy": "wide"},
-        "/closed": {"socket": fresh_daemon.sock, "policy": "wide", "fail": "closed"},
+        "/open": {"socket": fresh_daemon.sock, "policy": "wide", "timeout": 0.25},
+        "/closed": {"socket": fresh_daemon.sock, "policy": "wide", "fail": "closed", "timeout": 0.25},
     }
     with BUILDERS[framework](routes) as (port, clients):
         assert get(port, "/open/")[0] == 200
@@ -187,7 +185,7 @@ def test_hung_daemon_times_out_open_or_closed(framework: str, fresh_daemon: Daem
         try:
             started = time.monotonic()
             status, headers, body = get(port, "/open/")
-            assert time.monotonic() - started < 2  # bounded by the 50 ms check timeout
+            assert time.monotonic() - started < 2  # bounded by the 250 ms check timeout
             assert (status, body) == (200, b"ok") and not rate_headers(headers)
             assert get(port, "/closed/")[0] == 503
         finally:
