@@ -77,7 +77,8 @@ def test_bad_addresses_are_refused() -> None:
         sluice.Client("/tmp/x.sock", timeout=0)
 
 
-def test_sync_connections_are_reused_and_bounded(daemon: Daemon) -> None:
+def test_sync_connections_are_reused_and_bounded(fresh_daemon: Daemon) -> None:
+    daemon = fresh_daemon  # its own daemon: no other test's connections in the count
     baseline = daemon.socket_count()
     client = sluice.Client(daemon.sock, pool_size=2, timeout=2.0)
     counts: List[int] = []
@@ -96,7 +97,8 @@ def test_sync_connections_are_reused_and_bounded(daemon: Daemon) -> None:
     client.close()
 
 
-def test_async_connections_are_reused_and_bounded(daemon: Daemon) -> None:
+def test_async_connections_are_reused_and_bounded(fresh_daemon: Daemon) -> None:
+    daemon = fresh_daemon
     baseline = daemon.socket_count()
 
     async def main() -> int:
