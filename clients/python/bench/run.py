@@ -7,7 +7,7 @@
 (c) keep-alive reuse: the most sockets sluiced held during each run, listeners excluded,
     against the pool size (8).
 
-Usage: SLUICED=/path/to/sluiced python3 run.py [--calls 5000] [--duration 5] [--conc 1,8]
+Usage: SLUICED=/path/to/sluiced python3 run.py [--calls 5000] [--duration 5] [--conc 1,8] [--rounds 2]
 """
 
 from __future__ import annotations
@@ -144,11 +144,25 @@ def load(port: int, conc: int, seconds: int, daemon_pid: int, baseline: int) -> 
     return doc
 
 
+def merge(docs: List[Dict[str, Any]]) -> Dict[str, Any]:
+    """Rounds of one configuration: request-weighted mean latency, mean of the rest."""
+    total = sum(d["requests"] for d in docs)
+    return {
+        "requests": total,
+        "rps": statistics.fmean(d["rps"] for d in docs),
+        "mean_us": sum(d["mean_us"] * d["requests"] for d in docs) / total,
+        "p50_us": int(statistics.median(d["p50_us"] for d in docs)),
+        "errors": sum(d["errors"] for d in docs),
+        "daemon_conns": max(d["daemon_conns"] for d in docs),
+    }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--calls", type=int, default=5000)
     ap.add_argument("--duration", type=int, default=5)
     ap.add_argument("--conc", default="1,8")
+    ap.add_argument("--rounds", type=int, default=2)
     args = ap.parse_args()
     binary = os.environ.get("SLUICED", "")
     if not binary or not os.access(binary, os.X_OK):
@@ -174,9 +188,10 @@ def main() -> None:
 
         sync_mean, sync_p50 = bare_sync(sock, args.calls)
         async_mean, async_p50 = bare_async(sock, args.calls)
-        bare = {"flask": (sync_mean, "sync Client"), "fastapi": (async_mean, "AsyncClient")}
+        bare = {"flask": ("Client", sync_mean, sync_p50), "fastapi": ("AsyncClient", async_mean, async_p50)}
         print(f"sluiced: {binary}")
-        print(f"python {sys.version.split()[0]}, {os.cpu_count()} cores, wrk -t1, {args.duration} s per run\n")
+        print(f"python {sys.version.split()[0]}, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}, "
+              f"wrk -t1, {args.duration} s per run, {args.rounds} rounds (without, with) per app\n")
         print(f"(a) bare client call, {args.calls} sequential checks over the Unix socket")
         print("| client | mean µs | p50 µs |\n|---|---|---|")
         print(f"| sluice.Client (sync, http.client) | {sync_mean:.1f} | {sync_p50:.1f} |")
@@ -184,29 +199,35 @@ def main() -> None:
 
         rows = []
         for framework in ("fastapi", "flask"):
-            results: Dict[Tuple[bool, int], Dict[str, Any]] = {}
-            for limited in (False, True):
-                port = free_port()
-                app = start_app(framework, limited, port, env)
-                try:
-                    for conc in concs:
-                        results[(limited, conc)] = load(port, conc, args.duration, daemon.pid, baseline)
-                finally:
-                    app.send_signal(signal.SIGTERM)
-                    app.wait(10)
+            # Rounds alternate without / with, so a drift in the machine's load hits both.
+            runs: Dict[Tuple[bool, int], List[Dict[str, Any]]] = {}
+            for _ in range(args.rounds):
+                for limited in (False, True):
+                    port = free_port()
+                    app = start_app(framework, limited, port, env)
+                    try:
+                        for conc in concs:
+                            doc = load(port, conc, args.duration, daemon.pid, baseline)
+                            runs.setdefault((limited, conc), []).append(doc)
+                    finally:
+                        app.send_signal(signal.SIGTERM)
+                        app.wait(10)
+            results = {k: merge(v) for k, v in runs.items()}
             for conc in concs:
                 plain, limited_ = results[(False, conc)], results[(True, conc)]
-                added = limited_["mean_us"] - plain["mean_us"]
-                base, label = bare[framework]
-                rows.append((framework, conc, plain, limited_, added, added / base, label, base))
+                rows.append((framework, conc, plain, limited_) + bare[framework])
 
-        print("(b) same route without / with the middleware under wrk; added = with − without (mean latency)")
-        print("| app | conc | without: req/s, mean µs, p50 µs | with: req/s, mean µs, p50 µs | added µs | added / bare call | sluiced conns (pool 8) | errors |")
+        print("(b) same route without / with the middleware under wrk; added = with − without,")
+        print("    for the mean and for the p50 latency, each divided by the bare call's mean / p50")
+        print("| app | conc | without: req/s, mean µs, p50 µs | with: req/s, mean µs, p50 µs "
+              "| added mean µs (× bare) | added p50 µs (× bare) | sluiced conns (pool 8) | errors |")
         print("|---|---|---|---|---|---|---|---|")
-        for framework, conc, p, w, added, ratio, label, base in rows:
-            print(f"| {framework} | {conc} | {p['rps']:.0f}, {p['mean_us']:.0f}, {p['p50_us']} "
-                  f"| {w['rps']:.0f}, {w['mean_us']:.0f}, {w['p50_us']} | {added:.0f} "
-                  f"| {ratio:.2f}× ({label} {base:.0f} µs) | {w['daemon_conns']} | {p['errors'] + w['errors']} |")
+        for framework, conc, p, w, label, b_mean, b_p50 in rows:
+            a_mean, a_p50 = w["mean_us"] - p["mean_us"], w["p50_us"] - p["p50_us"]
+            print(f"| {framework} ({label}) | {conc} | {p['rps']:.0f}, {p['mean_us']:.0f}, {p['p50_us']} "
+                  f"| {w['rps']:.0f}, {w['mean_us']:.0f}, {w['p50_us']} "
+                  f"| {a_mean:.0f} ({a_mean / b_mean:.2f}×) | {a_p50:.0f} ({a_p50 / b_p50:.2f}×) "
+                  f"| {w['daemon_conns']} | {p['errors'] + w['errors']} |")
     finally:
         daemon.send_signal(signal.SIGTERM)
         daemon.wait(10)

@@ -8,7 +8,7 @@ response start, nothing else, and needs no framework import.
 from __future__ import annotations
 
 import inspect
-from typing import Any, Awaitable, Callable, List, MutableMapping, Optional, Tuple
+from typing import Any, Awaitable, Callable, Dict, List, MutableMapping, Optional, Tuple
 
 from ._answer import Decision, SluiceError
 from ._middleware import FAIL_CLOSED_BODY, FAIL_CLOSED_HEADERS, PROBLEM_JSON, Options, PerRequest
@@ -42,26 +42,43 @@ def default_key(scope: Scope) -> str:
     return "ip:unknown"
 
 
+# (id of the routes list, its length, method, path) -> pattern. Matching every route's regex
+# costs ~10 µs per request on a small app; paths repeat, so answers are kept, in a dict
+# cleared when full so that distinct paths (ids in URLs) cannot grow it without bound.
+_ROUTE_CACHE: Dict[Tuple[int, int, str, str], str] = {}
+_ROUTE_CACHE_SIZE = 4096
+
+
 def route_pattern(scope: Scope) -> str:
     """The route pattern the app will match (``/items/{id}``), else the path.
 
     Middleware runs before routing, so the app's routes are matched here the way Starlette's
     router will (``route.matches``); an app without ``routes`` gives the path.
     """
+    path = str(scope.get("path", ""))
     routes = getattr(scope.get("app"), "routes", None)
-    if routes:
-        try:
-            from starlette.routing import Match
-        except ImportError:  # pragma: no cover - an ASGI app with routes but no Starlette
-            return str(scope.get("path", ""))
-        for route in routes:
-            match, _ = route.matches(scope)
-            if match == Match.FULL:
-                path = getattr(route, "path", None)
-                if isinstance(path, str):
-                    return path
-                break
-    return str(scope.get("path", ""))
+    if not routes:
+        return path
+    cache_key = (id(routes), len(routes), str(scope.get("method", "")), path)
+    found = _ROUTE_CACHE.get(cache_key)
+    if found is not None:
+        return found
+    try:
+        from starlette.routing import Match
+    except ImportError:  # pragma: no cover - an ASGI app with routes but no Starlette
+        return path
+    pattern = path
+    for route in routes:
+        match, _ = route.matches(scope)
+        if match == Match.FULL:
+            route_path = getattr(route, "path", None)
+            if isinstance(route_path, str):
+                pattern = route_path
+            break
+    if len(_ROUTE_CACHE) >= _ROUTE_CACHE_SIZE:
+        _ROUTE_CACHE.clear()
+    _ROUTE_CACHE[cache_key] = pattern
+    return pattern
 
 
 async def _value(value: Any, scope: Scope) -> Any:
