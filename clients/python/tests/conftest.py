@@ -75,7 +75,9 @@ def free_port() -> int:
 class Daemon:
     """One sluiced process on its own config and socket; start/stop/pause at will."""
 
-    def __init__(self, binary: str, workdir: Path, name: str, backend: str, policies: str, http_port: int = 0) -> None:
+    def __init__(
+        self, binary: str, workdir: Path, name: str, backend: str, policies: str, http_port: int = 0, listen: str = ""
+    ) -> None:
         self.binary = binary
         self.sock = str(workdir / f"{name}.sock")
         self.http_port = http_port
@@ -83,7 +85,7 @@ class Daemon:
         self.config = workdir / f"{name}.toml"
         http = f"127.0.0.1:{http_port}" if http_port else ""
         self.config.write_text(
-            f'[listen]\nunix = "{self.sock}"\nhttp = "{http}"\nshutdown_timeout = "1s"\n\n'
+            f'[listen]\nunix = "{self.sock}"\nhttp = "{http}"\nshutdown_timeout = "1s"\n{listen}\n'
             f"[backend]\n{backend}\n{policies}"
         )
         self.proc: Optional[subprocess.Popen[bytes]] = None

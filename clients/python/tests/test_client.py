@@ -4,13 +4,14 @@ reuse, a stopped / restarted / hung daemon, and an event loop that keeps running
 from __future__ import annotations
 
 import asyncio
+import socket
 import threading
 import time
 from typing import Any, List
 
 import pytest
 import sluice
-from conftest import Daemon, unique
+from conftest import MEMORY_POLICIES, Daemon, unique
 
 
 def test_check_reads_the_answer(daemon: Daemon) -> None:
@@ -186,3 +187,33 @@ def test_async_client_survives_a_new_event_loop(daemon: Daemon) -> None:
     client = sluice.AsyncClient(daemon.sock, timeout=1.0)
     assert asyncio.run(client.check("wide", unique())).status == 200
     assert asyncio.run(client.check("wide", unique())).status == 200
+
+
+def test_overloaded_daemon_is_unavailable_not_a_decision(sluiced_bin: str, workdir: Any) -> None:
+    # sluiced at listen.max_connections answers 503 "overloaded": no policy decided that, so
+    # it is the daemon not serving (a middleware fails open on it), unlike backend_unavailable.
+    d = Daemon(sluiced_bin, workdir, unique("full"), 'kind = "memory"', MEMORY_POLICIES, listen="max_connections = 1")
+    d.start()
+    try:
+        holder = _hold_the_only_slot(d.sock)
+        try:
+            with pytest.raises(sluice.SluiceUnavailable, match="overloaded"):
+                sluice.Client(d.sock, timeout=1.0).check("wide", "k")
+        finally:
+            holder.close()
+    finally:
+        d.stop()
+
+
+def _hold_the_only_slot(path: str) -> socket.socket:
+    # The start-up probe's connection may not be released yet: retry until one is served.
+    deadline = time.monotonic() + 5
+    while True:
+        holder = socket.socket(socket.AF_UNIX)
+        holder.connect(path)
+        holder.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        if holder.recv(100).startswith(b"HTTP/1.1 200"):
+            return holder
+        holder.close()
+        assert time.monotonic() < deadline, "no connection was ever served"
+        time.sleep(0.05)

@@ -190,9 +190,11 @@ def parse_answer(status: int, raw_headers: Iterable[Tuple[str, str]], body: byte
         doc = None
     if status in (200, 429, 503):
         if not isinstance(doc, dict):
-            if status == 503:  # e.g. sluiced at max_connections: still sluiced's own 503
-                return Decision(False, 503, headers=tuple(copied), body=body, content_type=content_type)
             raise SluiceUnavailable(f"sluiced answered {status} with a body that is not a JSON object")
+        if status == 503 and doc.get("error") != "backend_unavailable":
+            # Not a policy's decision (e.g. "overloaded": sluiced at listen.max_connections):
+            # sluiced could not serve the check, the same as not reaching it.
+            raise SluiceUnavailable(f"sluiced answered 503 {doc.get('error')}: {doc.get('message')}")
         return _from_doc(doc, status, headers, tuple(copied), body, content_type)
     if 400 <= status < 500 and isinstance(doc, dict) and isinstance(doc.get("error"), str):
         message = doc.get("message")
