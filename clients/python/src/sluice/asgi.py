@@ -161,8 +161,11 @@ def _with_headers(send: Send, extra: RawHeaders) -> Send:
     async def wrapped(message: Message) -> None:
         if message["type"] == "http.response.start":
             own = list(message.get("headers", ()))
-            present = {bytes(name).lower() for name, _ in own}
-            own.extend(h for h in extra if h[0] not in present)
+            if own:
+                present = {name.lower() for name, _ in own}
+                own.extend(h for h in extra if h[0] not in present)
+            else:
+                own = extra
             message["headers"] = own
         await send(message)
 
