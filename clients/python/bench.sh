@@ -12,7 +12,7 @@ if ! command -v wrk >/dev/null 2>&1; then
     apt-get install -y wrk >/dev/null 2>&1 || { apt-get update >/dev/null && apt-get install -y wrk >/dev/null; }
 fi
 missing=()
-for mod in fastapi uvicorn flask; do
+for mod in fastapi uvicorn flask httpx; do  # httpx: a comparison row only, not a dependency
     python3 -c "import $mod" >/dev/null 2>&1 || missing+=("$mod")
 done
 if ((${#missing[@]})); then

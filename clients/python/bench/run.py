@@ -100,6 +100,26 @@ def bare_async(sock: str, calls: int) -> Tuple[float, float]:
     return asyncio.run(main())
 
 
+def bare_httpx(sock: str, calls: int) -> Tuple[float, float]:
+    """The same check through httpx's UDS transport: the HTTP client this package did not take."""
+    import httpx
+
+    async def main() -> Tuple[float, float]:
+        client = httpx.AsyncClient(transport=httpx.AsyncHTTPTransport(uds=sock), timeout=1.0)
+        for i in range(500):
+            (await client.post("http://sluiced/v1/check", json={"policy": "bench", "key": f"warm:{i}"})).read()
+        out = []
+        for i in range(calls):
+            t = time.perf_counter_ns()
+            r = await client.post("http://sluiced/v1/check", json={"policy": "bench", "key": f"user:{i % 1000}"})
+            r.read()
+            out.append(time.perf_counter_ns() - t)
+        await client.aclose()
+        return summary(out)
+
+    return asyncio.run(main())
+
+
 def start_app(framework: str, limited: bool, port: int, env: Dict[str, str]) -> "subprocess.Popen[bytes]":
     if framework == "fastapi":
         target = "apps:fastapi_sluice" if limited else "apps:fastapi_plain"
@@ -195,7 +215,9 @@ def main() -> None:
         print(f"(a) bare client call, {args.calls} sequential checks over the Unix socket")
         print("| client | mean µs | p50 µs |\n|---|---|---|")
         print(f"| sluice.Client (sync, http.client) | {sync_mean:.1f} | {sync_p50:.1f} |")
-        print(f"| sluice.AsyncClient (asyncio) | {async_mean:.1f} | {async_p50:.1f} |\n")
+        print(f"| sluice.AsyncClient (asyncio) | {async_mean:.1f} | {async_p50:.1f} |")
+        hx_mean, hx_p50 = bare_httpx(sock, args.calls)
+        print(f"| for comparison: httpx.AsyncClient, UDS transport | {hx_mean:.1f} | {hx_p50:.1f} |\n")
 
         rows = []
         for framework in ("fastapi", "flask"):
