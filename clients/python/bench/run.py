@@ -120,6 +120,52 @@ def bare_httpx(sock: str, calls: int) -> Tuple[float, float]:
     return asyncio.run(main())
 
 
+def in_process(calls: int) -> Dict[str, Tuple[float, float]]:
+    """p50 µs of one request through the app called directly (no server, no load generator),
+    without and with the middleware: the middleware's own cost beside its check."""
+    sys.path.insert(0, str(HERE))
+    import apps  # noqa: E402  (reads $SLUICE_SOCKET, set by main)
+    from werkzeug.test import EnvironBuilder
+
+    def asgi_scope() -> Dict[str, Any]:
+        return {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "GET",
+                "scheme": "http", "path": "/", "raw_path": b"/", "root_path": "", "query_string": b"",
+                "headers": [], "client": ("127.0.0.1", 1), "server": ("127.0.0.1", 80)}
+
+    async def asgi(app: Any, n: int) -> float:
+        async def receive() -> Dict[str, Any]:
+            return {"type": "http.request", "body": b"", "more_body": False}
+
+        async def send(message: Dict[str, Any]) -> None:
+            pass
+
+        out = []
+        for _ in range(n):
+            t = time.perf_counter_ns()
+            await app(asgi_scope(), receive, send)
+            out.append(time.perf_counter_ns() - t)
+        return statistics.median(out) / 1000
+
+    async def asgi_pair() -> Tuple[float, float]:
+        await asgi(apps.fastapi_plain, 300)
+        await asgi(apps.fastapi_sluice, 300)
+        return await asgi(apps.fastapi_plain, calls), await asgi(apps.fastapi_sluice, calls)
+
+    def wsgi(app: Any, n: int) -> float:
+        environ = EnvironBuilder(path="/").get_environ()
+        out = []
+        for _ in range(n):
+            t = time.perf_counter_ns()
+            b"".join(app(dict(environ), lambda *a: None))
+            out.append(time.perf_counter_ns() - t)
+        return statistics.median(out) / 1000
+
+    flask_plain, flask_sluice = apps._flask(False), apps._flask(True)
+    wsgi(flask_plain, 300)
+    wsgi(flask_sluice, 300)
+    return {"fastapi": asyncio.run(asgi_pair()), "flask": (wsgi(flask_plain, calls), wsgi(flask_sluice, calls))}
+
+
 def start_app(framework: str, limited: bool, port: int, env: Dict[str, str]) -> "subprocess.Popen[bytes]":
     if framework == "fastapi":
         target = "apps:fastapi_sluice" if limited else "apps:fastapi_plain"
@@ -202,7 +248,6 @@ def main() -> None:
     try:
         wait_connect(socket.AF_UNIX, sock, daemon, "sluiced")
         time.sleep(0.2)
-        baseline = sockets_of(daemon.pid)
         env = dict(os.environ, SLUICE_SOCKET=sock,
                    PYTHONPATH=os.pathsep.join([str(HERE.parent / "src"), os.environ.get("PYTHONPATH", "")]))
 
@@ -219,12 +264,24 @@ def main() -> None:
         hx_mean, hx_p50 = bare_httpx(sock, args.calls)
         print(f"| for comparison: httpx.AsyncClient, UDS transport | {hx_mean:.1f} | {hx_p50:.1f} |\n")
 
+        os.environ["SLUICE_SOCKET"] = sock
+        direct = in_process(args.calls)
+        print("(a') the app called in-process (no server): p50 µs of one request; added / bare call p50")
+        print("| app | without | with | added | added / bare p50 |\n|---|---|---|---|---|")
+        for framework, (plain_p50, with_p50) in direct.items():
+            label, _, b_p50 = bare[framework]
+            added = with_p50 - plain_p50
+            print(f"| {framework} ({label}) | {plain_p50:.1f} | {with_p50:.1f} | {added:.1f} | {added / b_p50:.2f}× |")
+        print()
+
         rows = []
         for framework in ("fastapi", "flask"):
             # Rounds alternate without / with, so a drift in the machine's load hits both.
             runs: Dict[Tuple[bool, int], List[Dict[str, Any]]] = {}
             for _ in range(args.rounds):
                 for limited in (False, True):
+                    # before the app opens any: only the app's connections are counted
+                    baseline = sockets_of(daemon.pid)
                     port = free_port()
                     app = start_app(framework, limited, port, env)
                     try:
