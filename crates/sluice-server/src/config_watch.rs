@@ -16,9 +16,11 @@
 
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use notify::{Event, EventKind, RecommendedWatcher, RecursiveMode, Watcher};
+use parking_lot::Mutex;
 use tokio::sync::mpsc;
 
 use crate::config::ConfigSource;
@@ -42,6 +44,16 @@ pub struct WatchError {
 #[derive(Debug)]
 pub struct ConfigWatch {
     changes: Option<mpsc::Receiver<()>>,
+    /// The file as last seen or loaded, shared with the debounce task.
+    seen: Seen,
+}
+
+/// The fingerprint of the file's content as last seen (by the watch) or loaded (by a reload
+/// that came from elsewhere: SIGHUP), `None` when it could not be read.
+#[derive(Debug, Clone, Default)]
+struct Seen {
+    path: PathBuf,
+    fingerprint: Arc<Mutex<Option<u64>>>,
 }
 
 impl ConfigWatch {
@@ -50,14 +62,21 @@ impl ConfigWatch {
     /// Must be called inside a tokio runtime.
     pub fn for_source(source: &ConfigSource) -> ConfigWatch {
         let ConfigSource::File(path) = source else {
-            return ConfigWatch { changes: None };
+            return ConfigWatch::inert();
         };
         match ConfigWatch::start(path, DEBOUNCE) {
             Ok(watch) => watch,
             Err(err) => {
                 tracing::warn!("{err}; the file is reloaded on SIGHUP only");
-                ConfigWatch { changes: None }
+                ConfigWatch::inert()
             }
+        }
+    }
+
+    fn inert() -> ConfigWatch {
+        ConfigWatch {
+            changes: None,
+            seen: Seen::default(),
         }
     }
 
@@ -93,18 +112,31 @@ impl ConfigWatch {
                 source,
             })?;
         let (changes_tx, changes) = mpsc::channel::<()>(1);
-        let seen = fingerprint(path);
+        let seen = Seen {
+            path: path.to_path_buf(),
+            fingerprint: Arc::new(Mutex::new(fingerprint(path))),
+        };
         tokio::spawn(debounced(
-            path.to_path_buf(),
+            seen.clone(),
             watcher,
             events,
             changes_tx,
             debounce,
-            seen,
         ));
         Ok(ConfigWatch {
             changes: Some(changes),
+            seen,
         })
+    }
+
+    /// The file was just reloaded by other means (SIGHUP): its content now counts as seen, so
+    /// the edit that preceded the signal does not reload a second time once the watch notices
+    /// it. (An edit landing between that reload's read and this one is then missed until the
+    /// next change or signal: a window of microseconds.)
+    pub fn reloaded(&self) {
+        if self.changes.is_some() {
+            *self.seen.fingerprint.lock() = fingerprint(&self.seen.path);
+        }
     }
 
     /// Completes when the file has changed since the last time it did (or since the start).
@@ -126,13 +158,13 @@ impl ConfigWatch {
 /// Turns bursts of directory events into one change each, once the directory is quiet and the
 /// file's content differs from `seen`. Holds the watcher, so the watch lives as long as this.
 async fn debounced(
-    path: PathBuf,
+    seen: Seen,
     _watcher: RecommendedWatcher,
     mut events: mpsc::Receiver<()>,
     changes: mpsc::Sender<()>,
     debounce: Duration,
-    mut seen: Option<u64>,
 ) {
+    let path = seen.path.clone();
     while events.recv().await.is_some() {
         loop {
             match tokio::time::timeout(debounce, events.recv()).await {
@@ -147,10 +179,13 @@ async fn debounced(
                 .await
                 .unwrap_or(None)
         };
-        if now == seen {
-            continue;
+        {
+            let mut last = seen.fingerprint.lock();
+            if *last == now {
+                continue;
+            }
+            *last = now;
         }
-        seen = now;
         // A file that cannot be read is reported too: the reload then says why, and keeps the
         // running config.
         tracing::info!(file = %path.display(), "config file changed: reloading");
@@ -211,6 +246,28 @@ mod tests {
         // And the watch goes on.
         replace(&path, "e");
         watch.changed().await;
+    }
+
+    #[tokio::test]
+    async fn an_edit_reloaded_by_a_signal_is_not_reported_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sluice.toml");
+        std::fs::write(&path, "a").unwrap();
+        let mut watch = ConfigWatch::start(&path, Duration::from_millis(100)).unwrap();
+
+        replace(&path, "b");
+        watch.reloaded();
+        tokio::time::sleep(APART).await;
+        replace(&path, "c");
+        watch.changed().await;
+        tokio::time::sleep(APART).await;
+        let Some(changes) = &mut watch.changes else {
+            panic!("the watch stopped");
+        };
+        assert!(
+            changes.try_recv().is_err(),
+            "the reloaded edit was reported"
+        );
     }
 
     #[tokio::test]

@@ -203,7 +203,10 @@ async fn run(
             tokio::select! {
                 _ = terminate.recv() => break,
                 _ = interrupt.recv() => break,
-                _ = hangup.recv() => reload(&reload_app, &source),
+                _ = hangup.recv() => {
+                    reload(&reload_app, &source);
+                    watch.reloaded();
+                }
                 () = watch.changed() => reload(&reload_app, &source),
             }
         }
