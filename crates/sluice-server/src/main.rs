@@ -10,6 +10,7 @@ use clap::Parser;
 use sluice_server::App;
 use sluice_server::clock::SystemClock;
 use sluice_server::config::{self, ConfigSource, Settings};
+use sluice_server::config_watch::ConfigWatch;
 use sluice_server::server;
 use sluice_server::server::activation::{self, Inherited};
 use sluice_server::stores::Stores;
@@ -36,6 +37,7 @@ Environment:
 
 Signals:
   SIGHUP           reload the config file; a file that does not compile keeps the running one
+                   (a change to the file is also reloaded by itself: its directory is watched)
   SIGTERM, SIGINT  stop: in-flight requests get listen.shutdown_timeout, a second signal
                    stops at once
 
@@ -211,13 +213,18 @@ async fn run(
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let (drop_tx, drop_rx) = tokio::sync::oneshot::channel::<()>();
     let reload_app = app.clone();
+    let mut watch = ConfigWatch::for_source(&source);
     let shutdown_timeout = listen.shutdown_timeout;
     let signals = tokio::spawn(async move {
         loop {
             tokio::select! {
                 _ = terminate.recv() => break,
                 _ = interrupt.recv() => break,
-                _ = hangup.recv() => reload(&reload_app, &source),
+                _ = hangup.recv() => {
+                    reload(&reload_app, &source);
+                    watch.reloaded();
+                }
+                () = watch.changed() => reload(&reload_app, &source),
             }
         }
         activation::notify_stopping();
@@ -256,7 +263,8 @@ fn describe_limit(limit: Option<u64>) -> String {
     limit.map_or_else(|| "unlimited".to_owned(), |n| n.to_string())
 }
 
-/// SIGHUP: new policies from the same source, or the running ones kept if invalid.
+/// SIGHUP or a changed file: new policies from the same source, or the running ones kept if
+/// invalid.
 fn reload(app: &App, source: &ConfigSource) {
     let metrics = app.limiter.metrics();
     let compiled = config::load(source)
