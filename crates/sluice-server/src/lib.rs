@@ -4,7 +4,8 @@
 //!
 //! - [`config`]: the TOML file as written ([`config::schema`]), where it comes from
 //!   ([`config::load`]) and the one compile step into typed [`config::Settings`], used by start,
-//!   SIGHUP reload and `--check-config` alike.
+//!   SIGHUP reload and `--check-config` alike; [`config_watch`]: a changed file reloads as
+//!   SIGHUP does.
 //! - [`policy`]: policies compiled for the check path (parameters, header values, metric
 //!   slots); [`overrides`]: the file's policies merged with the run-time overrides.
 //! - [`app`]: [`App`], the state every listener shares (limiter, clock, policies and rules).
@@ -41,6 +42,7 @@
 
 pub mod clock;
 pub mod config;
+pub mod config_watch;
 pub mod daemon;
 pub mod exposition;
 pub mod histogram;

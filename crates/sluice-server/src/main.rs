@@ -10,6 +10,7 @@ use clap::Parser;
 use sluice_server::App;
 use sluice_server::clock::SystemClock;
 use sluice_server::config::ConfigSource;
+use sluice_server::config_watch::ConfigWatch;
 use sluice_server::server;
 use sluice_server::server::activation::{self, Inherited};
 use sluice_server::service::stores::Stores;
@@ -37,6 +38,7 @@ Environment:
 
 Signals:
   SIGHUP           reload the config file; a file that does not compile keeps the running one
+                   (a change to the file is also reloaded by itself: its directory is watched)
   SIGTERM, SIGINT  stop: in-flight requests get listen.shutdown_timeout, a second signal
                    stops at once
 
@@ -218,13 +220,18 @@ async fn run(
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let (drop_tx, drop_rx) = tokio::sync::oneshot::channel::<()>();
     let reload_app = app.clone();
+    let mut watch = ConfigWatch::for_source(&source);
     let shutdown_timeout = listen.shutdown_timeout;
     let signals = tokio::spawn(async move {
         loop {
             tokio::select! {
                 _ = terminate.recv() => break,
                 _ = interrupt.recv() => break,
-                _ = hangup.recv() => reload_app.reload(&source),
+                _ = hangup.recv() => {
+                    reload_app.reload(&source);
+                    watch.reloaded();
+                }
+                () = watch.changed() => reload_app.reload(&source),
             }
         }
         activation::notify_stopping();

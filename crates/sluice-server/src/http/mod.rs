@@ -86,10 +86,14 @@ fn top_route(app: &App) -> axum::routing::MethodRouter<App> {
     }
 }
 
-/// A router serving only `/metrics`, for `listen.metrics`.
+/// The router of `listen.metrics`: `/metrics` and the probes `/healthz` and `/readyz`, so a
+/// pod's kubelet and Prometheus reach it on a TCP port while the check API stays on the Unix
+/// socket. Nothing else: no keys (`/v1/top`) and no check on this listener.
 pub fn metrics_router(app: App) -> Router {
     Router::new()
         .route("/metrics", get(metrics_text))
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .with_state(app)
@@ -211,6 +215,29 @@ mod tests {
         assert_eq!(body["error"], codes::BACKEND_UNAVAILABLE);
         let (status, _, _) = call("", "/healthz").await;
         assert_eq!(status, StatusCode::OK);
+    }
+
+    #[tokio::test]
+    async fn the_metrics_listener_serves_the_probes_and_no_api() {
+        let settings = testing::settings(GUARDED);
+        let clock = Arc::new(ManualClock::new(5_000));
+        let stores = Stores::build(
+            &settings.settings.backend,
+            &settings.settings.region,
+            clock.clone(),
+        )
+        .unwrap();
+        let router = metrics_router(App::new(settings, stores, clock));
+        for (path, status) in [
+            ("/healthz", StatusCode::OK),
+            ("/readyz", StatusCode::OK),
+            ("/metrics", StatusCode::OK),
+            ("/v1/top?policy=p", StatusCode::NOT_FOUND),
+            ("/v1/policies", StatusCode::NOT_FOUND),
+        ] {
+            let response = router.clone().oneshot(get(path, None)).await.unwrap();
+            assert_eq!(response.status(), status, "{path}");
+        }
     }
 
     /// The status and JSON body of `request` on a memory-backed daemon serving `toml`.
