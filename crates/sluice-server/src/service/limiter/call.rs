@@ -1,0 +1,105 @@
+//! The store call of a check or a batch: routed by scope, bounded where the store does not
+//! bound its own calls, under its own span, and on this region's Redis timed in
+//! `rate_limit_redis_duration_seconds`.
+
+use std::time::{Duration, Instant};
+
+use sluice_core::Decision;
+use sluice_store::{Check, Store, StoreError};
+use tracing::Span;
+
+use super::{Limiter, Route};
+use crate::service::policy::Scope;
+use crate::telemetry;
+
+/// The `op` of a batch call in `rate_limit_redis_duration_seconds`.
+const BATCH_OP: &str = "batch";
+
+impl Limiter {
+    /// The store call of one check under the `op` of its algorithm (on the memory store
+    /// without a wait), under its own span and, on Redis, timed.
+    pub(super) async fn call_store_one(
+        &self,
+        check: &Check<'_>,
+        scope: Scope,
+        now_ms: u64,
+        span: &Span,
+    ) -> Result<Decision, StoreError> {
+        let Route {
+            store,
+            bound,
+            timed_as: redis,
+        } = self.route(scope)?;
+        let op = check.params.algorithm.as_str();
+        let child = telemetry::backend_span(span, store.kind().as_str(), op);
+        if let Some(result) = store.check_now(check, now_ms) {
+            self.backend_call_done(&child, redis, op, None, result.as_ref().err());
+            return result;
+        }
+        let started = redis.map(|_| Instant::now());
+        let result = within(bound, store.check(check, now_ms)).await;
+        self.backend_call_done(&child, redis, op, started, result.as_ref().err());
+        result
+    }
+
+    /// The store call of a batch, under its own span and, on Redis, timed.
+    pub(super) async fn call_store_all(
+        &self,
+        checks: &[Check<'_>],
+        scope: Scope,
+        now_ms: u64,
+        span: &Span,
+    ) -> Result<Vec<Decision>, StoreError> {
+        let Route {
+            store,
+            bound,
+            timed_as: redis,
+        } = self.route(scope)?;
+        let child = telemetry::backend_span(span, store.kind().as_str(), BATCH_OP);
+        let started = redis.map(|_| Instant::now());
+        let result = within(bound, store.check_all(checks, now_ms)).await;
+        self.backend_call_done(&child, redis, BATCH_OP, started, result.as_ref().err());
+        result
+    }
+
+    /// Records the end of a backend call: `rate_limit_redis_duration_seconds` on Redis (failed
+    /// and timed-out calls included), and the error on its span.
+    fn backend_call_done(
+        &self,
+        span: &Span,
+        redis: Option<&'static str>,
+        op: &'static str,
+        started: Option<Instant>,
+        err: Option<&StoreError>,
+    ) {
+        if let (Some(backend), Some(started)) = (redis, started) {
+            self.metrics
+                .backend_call(backend, op, started.elapsed().as_secs_f64());
+        }
+        if let Some(err) = err
+            && err.is_backend_failure()
+        {
+            span.record("otel.status_code", "ERROR");
+            span.record("error.type", err.kind());
+        }
+    }
+}
+
+/// The bound the limiter puts around a call to `store` that must end within `timeout`: none
+/// when the store bounds its own calls (the Redis stores), so each check runs one timer.
+pub(super) fn outer_bound(store: &dyn Store, timeout: Duration) -> Option<Duration> {
+    (!store.bounds_its_calls()).then_some(timeout)
+}
+
+/// `call` bounded by `timeout` when there is one (the memory store has none: it cannot hang).
+pub(super) async fn within<T>(
+    timeout: Option<Duration>,
+    call: impl Future<Output = Result<T, StoreError>>,
+) -> Result<T, StoreError> {
+    match timeout {
+        None => call.await,
+        Some(limit) => tokio::time::timeout(limit, call)
+            .await
+            .unwrap_or(Err(StoreError::Timeout)),
+    }
+}

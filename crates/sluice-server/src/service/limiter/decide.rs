@@ -1,0 +1,222 @@
+//! A check or a batch resolved against the current policies and decided: one store call for
+//! a lone check; for a batch, every check resolved, the batch kept to one scope (and to one
+//! slot where one script must decide it), one all-or-nothing call, and a second call when
+//! only shadow policies denied, so the enforced checks consume as they would alone.
+
+use std::time::Instant;
+
+use sluice_api::{MAX_BATCH, MAX_KEY_BYTES};
+use sluice_core::Decision;
+use sluice_store::{Check, StoreError, StoreKind};
+use tracing::Span;
+
+use super::{CheckInput, LimitError, Limiter, Resolved, Shape, Verdict};
+use crate::service::policy::{PolicySet, Scope};
+
+impl Limiter {
+    /// Resolves one check (a single check, or a batch of one), decides it in one store call
+    /// and turns the decision, or the store's failure, into its verdict. Nothing to mix or to
+    /// decide again, so none of a batch's bookkeeping.
+    pub(super) async fn decide_one(
+        &self,
+        input: &CheckInput<'_>,
+        shape: Shape,
+        now_ms: u64,
+        span: &Span,
+    ) -> Result<Verdict, LimitError> {
+        let at = (shape == Shape::Batch).then_some(0);
+        let one = self.resolve(&self.policies.load(), input, at)?;
+        let started = Instant::now();
+        let scope = one.policy.scope;
+        let decided = match shape {
+            Shape::One => self.call_store_one(&one.check, scope, now_ms, span).await,
+            Shape::Batch => self
+                .call_store_all(std::slice::from_ref(&one.check), scope, now_ms, span)
+                .await
+                .and_then(|mut decisions| {
+                    decisions
+                        .pop()
+                        .ok_or_else(|| StoreError::Backend("the store answered no decision".into()))
+                }),
+        };
+        match decided {
+            Ok(decision) => Ok(self.verdict(one, decision, now_ms, started)),
+            Err(err) => self
+                .failed(vec![one], &err, now_ms, started)?
+                .pop()
+                .ok_or(LimitError::BackendUnavailable),
+        }
+    }
+
+    /// Resolves a batch of `inputs`, decides them all-or-nothing in one store call and turns
+    /// the decisions, or the store's failure, into verdicts.
+    pub(super) async fn decide(
+        &self,
+        inputs: &[CheckInput<'_>],
+        now_ms: u64,
+        span: &Span,
+    ) -> Result<Vec<Verdict>, LimitError> {
+        let resolved = self.resolve_batch(inputs)?;
+        let scope = one_scope(&resolved)?;
+        if scope == Scope::Replicated && self.store.kind() == StoreKind::Cluster {
+            one_slot(&resolved)?;
+        }
+        let started = Instant::now();
+        let checks: Vec<Check<'_>> = resolved.iter().map(|r| r.check).collect();
+        let decisions = match self.call_store_all(&checks, scope, now_ms, span).await {
+            Ok(decisions) => {
+                self.without_shadow_denials(&resolved, decisions, scope, now_ms, span)
+                    .await
+            }
+            Err(err) => Err(err),
+        };
+        match decisions {
+            Ok(decisions) => Ok(resolved
+                .into_iter()
+                .zip(decisions)
+                .map(|(r, d)| self.verdict(r, d, now_ms, started))
+                .collect()),
+            Err(err) => self.failed(resolved, &err, now_ms, started),
+        }
+    }
+
+    /// Every check of a batch of 1 to [`MAX_BATCH`] resolved against one version of the
+    /// policies.
+    fn resolve_batch<'a>(
+        &self,
+        inputs: &[CheckInput<'a>],
+    ) -> Result<Vec<Resolved<'a>>, LimitError> {
+        if inputs.is_empty() || inputs.len() > MAX_BATCH {
+            return Err(LimitError::BadRequest {
+                message: format!(
+                    "a batch holds 1 to {MAX_BATCH} checks, this one {}",
+                    inputs.len()
+                ),
+                field: Some("checks".to_owned()),
+            });
+        }
+        // A guard, not a clone of the set's `Arc`: no reference count shared by every thread
+        // is written. The resolved checks hold what they need.
+        let policies = self.policies.load();
+        inputs
+            .iter()
+            .enumerate()
+            .map(|(i, input)| self.resolve(&policies, input, Some(i)))
+            .collect()
+    }
+
+    /// A denial only a shadow policy made must not cancel the others: the checks that were
+    /// allowed are decided again without those checks, so the enforced ones consume as they
+    /// would alone.
+    async fn without_shadow_denials(
+        &self,
+        resolved: &[Resolved<'_>],
+        mut decisions: Vec<Decision>,
+        scope: Scope,
+        now_ms: u64,
+        span: &Span,
+    ) -> Result<Vec<Decision>, StoreError> {
+        let shadow_only = decisions
+            .iter()
+            .zip(resolved)
+            .all(|(d, r)| d.allowed || r.policy.shadow);
+        if !shadow_only || decisions.iter().all(|d| d.allowed) {
+            return Ok(decisions);
+        }
+        let again: Vec<usize> = (0..resolved.len())
+            .filter(|&i| decisions[i].allowed)
+            .collect();
+        if again.is_empty() {
+            return Ok(decisions);
+        }
+        let checks: Vec<Check<'_>> = again.iter().map(|&i| resolved[i].check).collect();
+        let second = self.call_store_all(&checks, scope, now_ms, span).await?;
+        for (slot, decision) in again.iter().zip(second) {
+            decisions[*slot] = decision;
+        }
+        Ok(decisions)
+    }
+
+    pub(super) fn resolve<'a>(
+        &self,
+        policies: &PolicySet,
+        input: &CheckInput<'a>,
+        at: Option<usize>,
+    ) -> Result<Resolved<'a>, LimitError> {
+        // Only an error names its field, so the name is built only then.
+        let field = |name: &str| match at {
+            None => name.to_owned(),
+            Some(i) => format!("checks[{i}].{name}"),
+        };
+        if input.key.is_empty() || input.key.len() > MAX_KEY_BYTES {
+            return Err(LimitError::BadRequest {
+                message: format!(
+                    "key must be 1 to {MAX_KEY_BYTES} bytes of UTF-8, this one is {}",
+                    input.key.len()
+                ),
+                field: Some(field("key")),
+            });
+        }
+        let Some(policy) = policies.get(input.policy) else {
+            return Err(LimitError::UnknownPolicy {
+                policy: input.policy.to_owned(),
+                field: field("policy"),
+            });
+        };
+        let (limit, tier_slot) = policy.tier(input.tier);
+        let limit = limit.clone();
+        let cost = input.cost.unwrap_or(1);
+        let capacity = limit.params.capacity();
+        if cost > capacity {
+            return Err(LimitError::CostExceedsCapacity {
+                policy: input.policy.to_owned(),
+                cost,
+                capacity,
+                field: field("cost"),
+            });
+        }
+        Ok(Resolved {
+            tier_slot,
+            endpoint_slot: policy.endpoint_slot(input.endpoint),
+            check: Check {
+                policy: input.policy,
+                key: input.key,
+                params: limit.params,
+                cost,
+            },
+            limit,
+            policy: policy.clone(),
+        })
+    }
+}
+
+/// The one scope of a batch: all-or-nothing does not span regions.
+fn one_scope(resolved: &[Resolved<'_>]) -> Result<Scope, LimitError> {
+    let scope = resolved[0].policy.scope;
+    match resolved.iter().position(|r| r.policy.scope != scope) {
+        None => Ok(scope),
+        Some(i) => Err(LimitError::BadRequest {
+            message: format!(
+                "a batch cannot mix scopes ({} and {}): all-or-nothing does not span regions",
+                scope.as_str(),
+                resolved[i].policy.scope.as_str()
+            ),
+            field: Some(format!("checks[{i}].policy")),
+        }),
+    }
+}
+
+/// A batch of replicated policies on a Redis Cluster keeps to one slot: one script decides it.
+fn one_slot(resolved: &[Resolved<'_>]) -> Result<(), LimitError> {
+    let slot = |r: &Resolved<'_>| sluice_store::keys::slot(r.check.policy, r.check.key);
+    let first = slot(&resolved[0]);
+    match resolved.iter().position(|r| slot(r) != first) {
+        None => Ok(()),
+        Some(i) => Err(LimitError::BadRequest {
+            message: "a batch of replicated policies on a Redis Cluster must keep to one slot \
+                      (one script decides it); send these checks apart"
+                .to_owned(),
+            field: Some(format!("checks[{i}].key")),
+        }),
+    }
+}

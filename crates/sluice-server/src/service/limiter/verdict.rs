@@ -1,0 +1,147 @@
+//! A decision made the answer a caller gets: shadow mode applied, the limit shown as what can
+//! be spent at once, the utilization, request and latency metrics and the top keys recorded;
+//! and a store failure made the policies' fail mode.
+
+use std::time::Instant;
+
+use sluice_core::{CheckError, Decision};
+use sluice_store::StoreError;
+
+use super::{LimitError, Limiter, Resolved, Verdict};
+use crate::metrics::{PolicyTierLabels, RequestLabels};
+use crate::service::policy::FailMode;
+
+impl Limiter {
+    pub(super) fn verdict(
+        &self,
+        r: Resolved<'_>,
+        decision: Decision,
+        now_ms: u64,
+        started: Instant,
+    ) -> Verdict {
+        let shadow = r.policy.shadow;
+        // Shadow denials count as rejections here: they are who the policy would limit.
+        self.top
+            .record(&r.policy.name, r.check.key, !decision.allowed, now_ms);
+        let allowed = decision.allowed || shadow;
+        if shadow && !decision.allowed {
+            self.metrics.shadow_rejected(&r.policy.name);
+        }
+        let mut decision = decision;
+        if shadow {
+            decision.retry_after_ms = 0;
+        }
+        // A client is shown as its limit what it can spend at once: the bucket for bucket
+        // algorithms (`burst` may exceed `limit`), so `remaining` never exceeds the limit it
+        // is shown and utilization is the share of that bucket consumed.
+        decision.limit = r.limit.params.capacity();
+        decision.remaining = decision.remaining.min(decision.limit);
+        if decision.limit > 0 {
+            let used = decision.limit.saturating_sub(decision.remaining);
+            #[allow(clippy::cast_precision_loss)]
+            let share = used as f64 / decision.limit as f64;
+            r.policy
+                .meters
+                .observe_utilization(&self.metrics, r.tier_slot, share, || PolicyTierLabels {
+                    policy: r.policy.name.clone(),
+                    plan_tier: r.policy.tier_label(r.tier_slot, &self.other, &self.none),
+                });
+        }
+        self.record(&r, allowed, started);
+        Verdict {
+            allowed,
+            decision: Decision {
+                allowed,
+                ..decision
+            },
+            limit: r.limit,
+            degraded: false,
+            shadow,
+            now_ms,
+            policy: r.policy,
+        }
+    }
+
+    fn record(&self, r: &Resolved<'_>, allowed: bool, started: Instant) {
+        let policy = &r.policy;
+        policy
+            .meters
+            .count_request(&self.metrics, allowed, r.tier_slot, r.endpoint_slot, || {
+                RequestLabels {
+                    status: if allowed { "allowed" } else { "rejected" },
+                    policy: policy.name.clone(),
+                    endpoint: policy.endpoint_label(r.endpoint_slot, &self.other, &self.none),
+                    plan_tier: policy.tier_label(r.tier_slot, &self.other, &self.none),
+                }
+            });
+        policy.meters.observe_check_duration(
+            &self.metrics,
+            started.elapsed().as_secs_f64(),
+            &policy.name,
+        );
+    }
+
+    /// The answer of the policies' fail modes to a store error for `resolved` (one check, or
+    /// a batch): allowed degraded only if every policy fails open.
+    pub(super) fn failed(
+        &self,
+        resolved: Vec<Resolved<'_>>,
+        err: &StoreError,
+        now_ms: u64,
+        started: Instant,
+    ) -> Result<Vec<Verdict>, LimitError> {
+        if let StoreError::Check(CheckError::CostExceedsCapacity { cost, capacity }) = err {
+            let (policy, field) = match resolved.as_slice() {
+                [one] => (one.policy.name.to_string(), "cost"),
+                _ => (String::new(), "checks"),
+            };
+            return Err(LimitError::CostExceedsCapacity {
+                policy,
+                cost: *cost,
+                capacity: *capacity,
+                field: field.to_owned(),
+            });
+        }
+        self.metrics
+            .backend_failed(self.store.kind().as_str(), err.kind());
+        let closed = resolved.iter().any(|r| r.policy.fail == FailMode::Closed);
+        for r in &resolved {
+            if closed {
+                self.metrics.failed_closed(&r.policy.name, err.kind());
+            } else {
+                self.metrics.failed_open(&r.policy.name, err.kind());
+            }
+        }
+        if closed {
+            return Err(LimitError::BackendUnavailable);
+        }
+        Ok(resolved
+            .into_iter()
+            .map(|r| {
+                self.record(&r, true, started);
+                degraded(r, now_ms)
+            })
+            .collect())
+    }
+}
+
+/// Allowed without counting: nothing is known of the key, so it is reported full.
+fn degraded(r: Resolved<'_>, now_ms: u64) -> Verdict {
+    let params = r.limit.params;
+    Verdict {
+        allowed: true,
+        decision: Decision {
+            allowed: true,
+            limit: params.capacity(),
+            remaining: params.capacity().saturating_sub(r.check.cost),
+            reset_ms: now_ms,
+            retry_after_ms: 0,
+            delay_ms: 0,
+        },
+        limit: r.limit,
+        degraded: true,
+        shadow: r.policy.shadow,
+        now_ms,
+        policy: r.policy,
+    }
+}
