@@ -50,5 +50,5 @@ pub use redis::replicated::{
     PeerBackend, ReplicatedStore, ReplicatedStoreConfig, Replication, ReplicationObserver,
     SharedBackend,
 };
-pub use redis::{ClusterStore, RedisStore, keys, replicated};
+pub use redis::{Cluster, ClusterStore, RedisStore, ScriptStore, Single, keys, replicated};
 pub use store::{BatchObserver, Check, LimitOverride, OverrideStore, Store, StoreKind};

@@ -56,28 +56,21 @@ use sluice_core::{Algorithm, Decision};
 use super::checks;
 use super::keys;
 use super::runner::ScriptRunner;
+use super::script_store::ScriptStore;
 use super::scripts::ScriptId;
-use crate::{Check, ClusterStore, RedisStore, Store, StoreError, StoreKind};
+use crate::{Check, Store, StoreError, StoreKind};
 
 /// A backend other regions can write into: one Redis or a Redis Cluster
 /// (`SharedBackend::from(store)`).
 #[derive(Debug, Clone)]
 pub struct SharedBackend {
-    runner: Arc<dyn ScriptRunner>,
+    store: ScriptStore<dyn ScriptRunner>,
 }
 
-impl From<RedisStore> for SharedBackend {
-    fn from(store: RedisStore) -> Self {
+impl<C: ScriptRunner> From<ScriptStore<C>> for SharedBackend {
+    fn from(store: ScriptStore<C>) -> Self {
         SharedBackend {
-            runner: store.client,
-        }
-    }
-}
-
-impl From<ClusterStore> for SharedBackend {
-    fn from(store: ClusterStore) -> Self {
-        SharedBackend {
-            runner: store.client,
+            store: store.erased(),
         }
     }
 }
@@ -91,15 +84,15 @@ impl SharedBackend {
         updates: &[(String, u64, u64)],
         now_ms: u64,
     ) -> Result<(), StoreError> {
-        let runner = &*self.runner;
+        let store = &self.store;
         let mut groups: HashMap<u16, Vec<&(String, u64, u64)>> = HashMap::new();
         for update in updates {
             groups
-                .entry(runner.slot(&update.0))
+                .entry(store.client().slot(&update.0))
                 .or_default()
                 .push(update);
         }
-        let grace = runner.layout().ttl_grace_ms.to_string();
+        let grace = store.layout().ttl_grace_ms.to_string();
         for group in groups.values() {
             for chunk in group.chunks(MERGE_CHUNK) {
                 let mut keys = Vec::with_capacity(chunk.len());
@@ -112,7 +105,7 @@ impl SharedBackend {
                     args.push(total.to_string());
                     args.push(expires.to_string());
                 }
-                runner.run(ScriptId::Merge, keys, args).await?;
+                store.run(ScriptId::Merge, keys, args).await?;
             }
         }
         Ok(())
@@ -491,7 +484,7 @@ impl ReplicatedStore {
             })?;
         let w = check.params.window_ms;
         let index = now_ms / w;
-        let prefix = &self.inner.local.runner.layout().prefix;
+        let prefix = &self.inner.local.store.layout().prefix;
         let window = |i: u64| keys::window_key(prefix, check.policy, check.key, algorithm, w, i);
         let previous = match index.checked_sub(1) {
             Some(i) => window(i),
@@ -564,14 +557,14 @@ impl ReplicatedStore {
         let mut args = Vec::with_capacity(5 + peers.len() + 6 * checks.len());
         args.push(now_ms.to_string());
         args.push(checks.len().to_string());
-        args.push(self.inner.local.runner.layout().ttl_grace_ms.to_string());
+        args.push(self.inner.local.store.layout().ttl_grace_ms.to_string());
         args.push(self.inner.own_field.clone());
         args.push(peers.len().to_string());
         args.extend(peers.iter().map(|p| p.ack_field.clone()));
         let mut slot = None;
         for check in checks {
             let (p, cap, hint) = self.prepare(check, now_ms)?;
-            let this = self.inner.local.runner.slot(&p.keys[0]);
+            let this = self.inner.local.store.client().slot(&p.keys[0]);
             if *slot.get_or_insert(this) != this {
                 return Err(StoreError::Backend(
                     "a batch of replicated policies must share one cluster slot".into(),
@@ -590,7 +583,7 @@ impl ReplicatedStore {
         let answer = self
             .inner
             .local
-            .runner
+            .store
             .run(ScriptId::Replicated, keys, args)
             .await?;
         let Some((committed, rest)) = answer.split_first() else {
@@ -662,7 +655,7 @@ fn flush_tick(shared: &Shared) -> Duration {
 #[async_trait]
 impl Store for ReplicatedStore {
     fn kind(&self) -> StoreKind {
-        self.inner.local.runner.kind()
+        self.inner.local.store.kind()
     }
 
     async fn check(&self, check: &Check<'_>, now_ms: u64) -> Result<Decision, StoreError> {
@@ -684,7 +677,7 @@ impl Store for ReplicatedStore {
     }
 
     async fn ping(&self) -> Result<(), StoreError> {
-        self.inner.local.runner.ping().await
+        self.inner.local.store.ping().await
     }
 }
 
