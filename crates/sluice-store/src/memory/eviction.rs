@@ -268,16 +268,15 @@ mod tests {
             "{:?}",
             store.evicted_keys()
         );
-        for i in 0..half {
-            let d = store
-                .check(&check(&format!("long-{i}"), long, 0), later)
-                .await
-                .unwrap();
-            assert_eq!(d.remaining, 0, "long-{i} was forgotten");
-        }
+        assert_all_kept(&store, half, long, later).await;
         // Now every key is live: a new one costs one of the keys with most left (new-*).
         store.check(&check("newest", long, 1), later).await.unwrap();
         assert_eq!(store.evicted_keys(), vec![("p".to_owned(), 1)]);
+        assert_all_kept(&store, half, long, later).await;
+    }
+
+    /// Asserts that `long-0` … `long-{half - 1}`, each used up, are still known at `later`.
+    async fn assert_all_kept(store: &MemoryStore, half: usize, long: Params, later: u64) {
         for i in 0..half {
             let d = store
                 .check(&check(&format!("long-{i}"), long, 0), later)
