@@ -7,24 +7,32 @@
 //! `sluice-core`, so every backend gives the same decisions for the same inputs.
 //!
 //! Backends:
-//! - [`MemoryStore`]: process memory, one daemon.
+//! - [`MemoryStore`]: process memory, one daemon (`src/memory/`: the key table, the shards,
+//!   eviction, the all-or-nothing batch and the overrides, a file each).
 //! - [`RedisStore`] (`backend.kind = "redis"`): one Redis server, `redis` crate, one
-//!   multiplexed auto-reconnecting connection.
-//! - [`ClusterStore`] (`backend.kind = "cluster"`): Redis Cluster, `fred` crate.
+//!   multiplexed auto-reconnecting connection: the [`ScriptStore`] over the [`Single`] client.
+//! - [`ClusterStore`] (`backend.kind = "cluster"`): Redis Cluster, `fred` crate: the
+//!   [`ScriptStore`] over the [`Cluster`] client.
 //!
 //! Multi-region (`[region]`) is a storage concern too: `scope = "global"` policies decide on
 //! a plain store of the global backend; `scope = "replicated"` ones on a [`ReplicatedStore`],
 //! which wraps this region's backend and the peers' and ships per-region window counters
 //! between them (see [`replicated`] for the state, the overshoot bound and partitions).
 //!
-//! Everything on Redis lives under `src/redis/`, written once over the one trait both clients
-//! implement (a Redis that runs a script). Each algorithm is a Lua script (`src/redis/lua/`) mirroring the core's integer
-//! arithmetic exactly, run by EVALSHA with the daemon's `now` (loaded on NOSCRIPT, never
-//! re-sent per call): one check is one EVALSHA. Keys follow [`keys`]:
+//! Everything on Redis lives under `src/redis/`, written once: [`ScriptStore`] owns the
+//! scripts, the key layout, the in-flight bound and timeouts and the queues of group commit,
+//! and sends through its client, which only runs scripts (one server or a cluster). Each
+//! algorithm is a Lua script (`src/redis/lua/`) mirroring the core's integer arithmetic
+//! exactly, run by EVALSHA with the daemon's `now` (loaded on NOSCRIPT, never re-sent per
+//! call): one check is one EVALSHA. Keys follow [`keys`]:
 //! `{prefix}:{<policy>:<key>}:<suffix>`, every key with a TTL of the time until its state is
 //! fresh again plus the store's [`expiry_grace`], so a check that queued past an edge still
 //! finds the state it was stamped against. A batch is one script when its keys share a slot (always on a
 //! single server) and consume-then-refund across slots on a cluster.
+//!
+//! A check whose cost exceeds its policy's capacity is refused once on each path: by the
+//! core's decision in memory, before anything is sent on Redis (whose scripts assume valid
+//! checks).
 //!
 //! Neither Redis store ever blocks past its `timeout` nor queues without bound: at most
 //! `max_in_flight` calls run at once, further calls get [`StoreError::Unavailable`] at once;
@@ -50,5 +58,5 @@ pub use redis::replicated::{
     PeerBackend, ReplicatedStore, ReplicatedStoreConfig, Replication, ReplicationObserver,
     SharedBackend,
 };
-pub use redis::{ClusterStore, RedisStore, keys, replicated};
+pub use redis::{Cluster, ClusterStore, RedisStore, ScriptStore, Single, keys, replicated};
 pub use store::{BatchObserver, Check, LimitOverride, OverrideStore, Store, StoreKind};

@@ -1,8 +1,8 @@
 //! The promise every call to a networked backend keeps: at most `max_in_flight` check calls
 //! at once (past it a call fails at once instead of queueing, so a slow or dead Redis never
 //! piles requests up), each within `backend.timeout`; admin commands are bounded by time only,
-//! so a saturated check path cannot lock an operator out. Both Redis clients hold one, so
-//! both keep the same promise.
+//! so a saturated check path cannot lock an operator out. The script store holds one over
+//! either client, so both keep the same promise.
 
 use std::future::Future;
 use std::sync::Arc;

@@ -1,18 +1,56 @@
 //! A check or an all-or-nothing batch on Redis, written once over [`ScriptRunner`]: how a
 //! check becomes the EVALSHA of its algorithm's script, how the answer becomes a
-//! [`Decision`], and how a batch whose keys span slots is consume-then-refund.
+//! [`Decision`], and how a batch whose keys span slots is consume-then-refund. Here the
+//! [`ScriptStore`] becomes a [`Store`].
+//!
+//! The cost is checked against the capacity here, once per check, before anything is sent:
+//! the scripts mirror the core's arithmetic for valid checks only, and the core, which
+//! checks it for the memory store, is not on this path.
 
 use std::sync::Arc;
 
+use async_trait::async_trait;
 use sluice_core::{CheckError, Decision};
 
 use super::answers::{FIELDS, Outcome, outcome};
-use super::group::Grouped;
-use super::group::{Groups, Joined, Pending, alone};
+use super::group;
 use super::keys;
+use super::lanes::CheckCall;
 use super::runner::ScriptRunner;
+use super::script_store::ScriptStore;
 use super::scripts::{ScriptId, algorithm_code};
-use crate::{Check, StoreError};
+use crate::{BatchObserver, Check, Store, StoreError, StoreKind};
+
+#[async_trait]
+impl<C: ScriptRunner + ?Sized> Store for ScriptStore<C> {
+    fn kind(&self) -> StoreKind {
+        self.client().kind()
+    }
+
+    async fn check(&self, check: &Check<'_>, now_ms: u64) -> Result<Decision, StoreError> {
+        one(self, check, now_ms).await
+    }
+
+    async fn check_all(
+        &self,
+        checks: &[Check<'_>],
+        now_ms: u64,
+    ) -> Result<Vec<Decision>, StoreError> {
+        all(self, checks, now_ms).await
+    }
+
+    fn bounds_its_calls(&self) -> bool {
+        true
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        self.bounds().ping(self.client().ping()).await
+    }
+
+    fn set_batch_observer(&self, observer: Arc<dyn BatchObserver>) {
+        self.groups().set_observer(observer);
+    }
+}
 
 /// Refuses what the core would refuse, before anything is sent.
 pub(crate) fn validate(check: &Check<'_>) -> Result<(), StoreError> {
@@ -39,42 +77,31 @@ fn push_params(args: &mut Vec<String>, check: &Check<'_>) {
 }
 
 /// One check: through its algorithm's script when nothing is in flight on its lane, else in
-/// the next group call (see [`group`](super::group)).
-pub(crate) async fn check<R: Grouped>(
-    runner: &Arc<R>,
+/// the next group call (see [`group`]).
+async fn one<C: ScriptRunner + ?Sized>(
+    store: &ScriptStore<C>,
     check: &Check<'_>,
     now_ms: u64,
 ) -> Result<Decision, StoreError> {
     validate(check)?;
-    let layout = runner.layout();
     let keys = keys::limit_keys(
-        &layout.prefix,
+        &store.layout().prefix,
         check.policy,
         check.key,
         check.params.algorithm,
     );
-    let lane = runner.lane(&keys, now_ms);
-    let pending = Pending {
+    let lane = store.client().lane(&keys, now_ms);
+    let call = CheckCall {
         keys,
         params: check.params,
         cost: check.cost,
         now_ms,
     };
-    runner
+    store
         .bounds()
         .call(async {
-            runner.routable().await?;
-            let shared: Arc<dyn Grouped> = Arc::clone(runner) as Arc<dyn Grouped>;
-            match Groups::join(&shared, lane, pending) {
-                Joined::Lead(lead, pending) => {
-                    let decision = alone(&*shared, pending).await;
-                    drop(lead);
-                    decision
-                }
-                Joined::Queued(answer) => answer
-                    .await
-                    .map_err(|_| StoreError::Backend("group call dropped its checks".into()))?,
-            }
+            store.client().routable().await?;
+            group::decide(store, lane, call).await
         })
         .await
 }
@@ -82,7 +109,7 @@ pub(crate) async fn check<R: Grouped>(
 /// The KEYS and ARGV of a batch or refund call: `now`, the count and the TTL grace, then per
 /// check its algorithm code, parameters and cost (and the refund token, with one).
 fn batch_call<'c>(
-    runner: &dyn ScriptRunner,
+    ttl_grace_ms: u64,
     items: impl ExactSizeIterator<Item = (&'c Check<'c>, &'c [String], Option<u64>)>,
     now_ms: u64,
 ) -> (Vec<String>, Vec<String>) {
@@ -90,7 +117,7 @@ fn batch_call<'c>(
     let mut args = Vec::with_capacity(3 + 6 * items.len());
     args.push(now_ms.to_string());
     args.push(items.len().to_string());
-    args.push(runner.layout().ttl_grace_ms.to_string());
+    args.push(ttl_grace_ms.to_string());
     for (check, check_keys, token) in items {
         keys.extend_from_slice(check_keys);
         args.push(algorithm_code(check.params.algorithm).to_string());
@@ -101,8 +128,8 @@ fn batch_call<'c>(
 }
 
 /// The checks `members` of one slot in one `batch` call: `(committed, outcomes in order)`.
-async fn batch(
-    runner: &dyn ScriptRunner,
+async fn batch<C: ScriptRunner + ?Sized>(
+    store: &ScriptStore<C>,
     checks: &[Check<'_>],
     keys: &[Vec<String>],
     members: &[usize],
@@ -111,8 +138,8 @@ async fn batch(
     let items = members
         .iter()
         .map(|&i| (&checks[i], keys[i].as_slice(), None));
-    let (call_keys, args) = batch_call(runner, items, now_ms);
-    let answer = runner.eval(ScriptId::Batch, call_keys, args).await?;
+    let (call_keys, args) = batch_call(store.layout().ttl_grace_ms, items, now_ms);
+    let answer = store.eval(ScriptId::Batch, call_keys, args).await?;
     let Some((committed, rest)) = answer.split_first() else {
         return Err(StoreError::Backend("batch script answered nothing".into()));
     };
@@ -132,8 +159,8 @@ async fn batch(
 }
 
 /// Gives back what the checks `consumed` took (each allowed, with the token it answered).
-async fn refund(
-    runner: &dyn ScriptRunner,
+async fn refund<C: ScriptRunner + ?Sized>(
+    store: &ScriptStore<C>,
     checks: &[Check<'_>],
     keys: &[Vec<String>],
     consumed: &[(usize, u64)],
@@ -142,8 +169,8 @@ async fn refund(
     let items = consumed
         .iter()
         .map(|&(i, token)| (&checks[i], keys[i].as_slice(), Some(token)));
-    let (call_keys, args) = batch_call(runner, items, now_ms);
-    runner
+    let (call_keys, args) = batch_call(store.layout().ttl_grace_ms, items, now_ms);
+    store
         .eval(ScriptId::Refund, call_keys, args)
         .await
         .map(|_| ())
@@ -160,8 +187,8 @@ async fn refund(
 /// the caller stops waiting (its timeout), the task still finishes, and a batch denied on one
 /// slot is still refunded on the others instead of leaving half its consumption behind. Every
 /// command in it is bounded by the client's command timeout.
-pub(crate) async fn check_all<R: ScriptRunner>(
-    runner: &Arc<R>,
+async fn all<C: ScriptRunner + ?Sized>(
+    store: &ScriptStore<C>,
     checks: &[Check<'_>],
     now_ms: u64,
 ) -> Result<Vec<Decision>, StoreError> {
@@ -171,7 +198,7 @@ pub(crate) async fn check_all<R: ScriptRunner>(
     for check in checks {
         validate(check)?;
     }
-    let prefix = &runner.layout().prefix;
+    let prefix = &store.layout().prefix;
     let keys: Vec<Vec<String>> = checks
         .iter()
         .map(|c| keys::limit_keys(prefix, c.policy, c.key, c.params.algorithm))
@@ -179,19 +206,19 @@ pub(crate) async fn check_all<R: ScriptRunner>(
     // Groups of indices into `checks`, each group on one slot, in first-seen order.
     let mut groups: Vec<(u16, Vec<usize>)> = Vec::new();
     for (i, check_keys) in keys.iter().enumerate() {
-        let slot = check_keys.first().map_or(0, |key| runner.slot(key));
+        let slot = check_keys.first().map_or(0, |key| store.client().slot(key));
         match groups.iter_mut().find(|(s, _)| *s == slot) {
             Some((_, members)) => members.push(i),
             None => groups.push((slot, vec![i])),
         }
     }
     let groups: Vec<Vec<usize>> = groups.into_iter().map(|(_, members)| members).collect();
-    let bounds = runner.bounds();
+    let bounds = store.bounds();
     if groups.len() == 1 {
         return bounds
             .call(async {
-                runner.routable().await?;
-                decide_groups(&**runner, checks, &keys, &groups, now_ms).await
+                store.client().routable().await?;
+                decide_groups(store, checks, &keys, &groups, now_ms).await
             })
             .await;
     }
@@ -200,9 +227,9 @@ pub(crate) async fn check_all<R: ScriptRunner>(
         .iter()
         .map(|c| (c.policy.to_owned(), c.key.to_owned(), c.params, c.cost))
         .collect();
-    let task_runner = Arc::clone(runner);
+    let task_store = store.clone();
     let decided = async move {
-        task_runner.routable().await?;
+        task_store.client().routable().await?;
         let task = tokio::spawn(async move {
             let _permit = permit;
             let checks: Vec<Check<'_>> = owned
@@ -214,7 +241,7 @@ pub(crate) async fn check_all<R: ScriptRunner>(
                     cost: *cost,
                 })
                 .collect();
-            decide_groups(&*task_runner, &checks, &keys, &groups, now_ms).await
+            decide_groups(&task_store, &checks, &keys, &groups, now_ms).await
         });
         match task.await {
             Err(e) => Err(StoreError::Backend(format!("batch task failed: {e}"))),
@@ -225,8 +252,8 @@ pub(crate) async fn check_all<R: ScriptRunner>(
 }
 
 /// One `batch` call per group, then the refund of the committed groups if any was denied.
-async fn decide_groups(
-    runner: &dyn ScriptRunner,
+async fn decide_groups<C: ScriptRunner + ?Sized>(
+    store: &ScriptStore<C>,
     checks: &[Check<'_>],
     keys: &[Vec<String>],
     groups: &[Vec<usize>],
@@ -235,7 +262,7 @@ async fn decide_groups(
     let results = futures::future::join_all(
         groups
             .iter()
-            .map(|members| batch(runner, checks, keys, members, now_ms)),
+            .map(|members| batch(store, checks, keys, members, now_ms)),
     )
     .await;
 
@@ -272,7 +299,7 @@ async fn decide_groups(
                 if consumed.is_empty() {
                     Ok(())
                 } else {
-                    refund(runner, checks, keys, &consumed, now_ms).await
+                    refund(store, checks, keys, &consumed, now_ms).await
                 }
             }
         });

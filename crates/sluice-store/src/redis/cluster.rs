@@ -1,4 +1,5 @@
-//! `ClusterStore`: state in a Redis Cluster, through the `fred` crate in cluster mode.
+//! [`Cluster`], the client of a Redis Cluster through the `fred` crate in cluster mode, and
+//! `ClusterStore`, the [`ScriptStore`] over it.
 //!
 //! Every key of one limit carries the limit's hash tag, so each check is one EVALSHA on the
 //! master of that slot. A batch is grouped by slot: one `batch` EVALSHA per slot (all slots
@@ -18,7 +19,6 @@
 //! the limits allow, and a refund lost to a failing node only delays the return of that quota
 //! until the key's TTL.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -27,49 +27,32 @@ use fred::prelude::{
     Builder, Client, ClientLike, ClusterInterface, Config, Error as FredError, ErrorKind,
     LuaInterface, ReconnectPolicy, ServerConfig,
 };
-use fred::types::scripts::Script;
 use fred::types::{FromValue, Value};
 
-use super::bounds::Bounds;
-use super::group::Grouped;
-use super::group::Groups;
-use super::keys::{self, Layout};
+use super::keys;
 use super::masters::Masters;
 use super::redirect::{self, Redirects};
 use super::runner::{Lane, ScriptRunner};
-use super::script_store::script_store;
-use super::scripts::ScriptId;
+use super::script_store::ScriptStore;
+use super::scripts::Script;
 use crate::config::{ClusterStoreConfig, ConfigError, check_common, credentials, parse_node};
 use crate::{StoreError, StoreKind};
 
 /// Rate-limit state in a Redis Cluster.
-#[derive(Debug, Clone)]
-pub struct ClusterStore {
-    pub(crate) client: Arc<ClusterClient>,
-}
+pub type ClusterStore = ScriptStore<Cluster>;
 
-script_store!(ClusterStore);
-
-/// A Redis Cluster, running sluice's scripts on the master of each key's slot.
-pub(crate) struct ClusterClient {
+/// The client of a Redis Cluster, running sluice's scripts on the master of each key's slot.
+pub struct Cluster {
     client: Client,
-    /// Indexed by [`ScriptId::index`].
     /// Follows the MOVED and ASK answers fred is told not to follow.
     redirects: Redirects,
-    scripts: Vec<Script>,
-    layout: Layout,
-    bounds: Bounds,
-    groups: Groups,
     /// The master of each slot: the lanes of one-key checks.
     masters: Masters,
 }
 
-impl std::fmt::Debug for ClusterClient {
+impl std::fmt::Debug for Cluster {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ClusterStore")
-            .field("prefix", &self.layout.prefix)
-            .field("timeout", &self.bounds.timeout())
-            .finish_non_exhaustive()
+        f.debug_struct("Cluster").finish_non_exhaustive()
     }
 }
 
@@ -138,26 +121,23 @@ impl ClusterStore {
             .build()
             .map_err(|e| ConfigError::Client(e.to_string()))?;
         let _connection_task = client.connect();
-        let scripts = ScriptId::ALL
-            .iter()
-            .map(|id| Script::from_lua(id.source()))
-            .collect();
-        Ok(ClusterStore {
-            client: Arc::new(ClusterClient {
-                client,
-                redirects,
-                scripts,
-                layout: Layout::new(config.prefix, timeout, config.ttl_grace),
-                groups: Groups::default(),
-                masters: Masters::default(),
-                bounds: Bounds::new(timeout, max_in_flight),
-            }),
-        })
+        let cluster = Cluster {
+            client,
+            redirects,
+            masters: Masters::default(),
+        };
+        Ok(ScriptStore::with_client(
+            cluster,
+            config.prefix,
+            timeout,
+            config.ttl_grace,
+            max_in_flight,
+        ))
     }
 
     /// Waits until the client has connected to the cluster (or `limit` passed).
     pub async fn wait_connected(&self, limit: Duration) -> Result<(), StoreError> {
-        tokio::time::timeout(limit, self.client.client.wait_for_connect())
+        tokio::time::timeout(limit, self.client().client.wait_for_connect())
             .await
             .map_err(|_| StoreError::Timeout)?
             .map_err(|e| map_error(&e))
@@ -186,11 +166,11 @@ fn map_error(e: &FredError) -> StoreError {
     }
 }
 
-impl ClusterClient {
+impl Cluster {
     /// EVALSHA of `script`, following MOVED and ASK (see [`redirect`]).
     async fn invoke<T: FromValue + redis::FromRedisValue, K: ScriptKey, A: ScriptArg>(
         &self,
-        script: ScriptId,
+        script: &Script,
         keys: &[K],
         args: &[A],
     ) -> Result<T, StoreError> {
@@ -207,13 +187,10 @@ impl ClusterClient {
     /// answered with a redirection (the script did not run).
     async fn invoke_here<T: FromValue, K: ScriptKey, A: ScriptArg>(
         &self,
-        script: ScriptId,
+        script: &Script,
         keys: &[K],
         args: &[A],
     ) -> Result<Option<T>, StoreError> {
-        let Some(compiled) = self.scripts.get(script.index()) else {
-            return Err(StoreError::Backend("unknown script".into()));
-        };
         // Built again for the EVAL below only when it is needed (rarely): no copies per call.
         let keys = || keys.iter().map(AsRef::as_ref).collect::<Vec<&str>>();
         let args = || {
@@ -225,8 +202,9 @@ impl ClusterClient {
         // also caches it there: loading it on every master instead (fred's
         // `evalsha_with_reload`) would wait for all of them, so one hung master would stall
         // the calls, and the groups queued behind them, of every other master.
-        let answer = match compiled
-            .evalsha::<T, _, _, _>(&self.client, keys(), args())
+        let answer = match self
+            .client
+            .evalsha::<T, _, _, _>(script.sha1(), keys(), args())
             .await
         {
             Err(e) if e.details().starts_with("NOSCRIPT") => {
@@ -251,24 +229,10 @@ impl ClusterClient {
     }
 }
 
-impl Grouped for ClusterClient {
-    fn groups(&self) -> &Groups {
-        &self.groups
-    }
-}
-
 #[async_trait]
-impl ScriptRunner for ClusterClient {
+impl ScriptRunner for Cluster {
     fn kind(&self) -> StoreKind {
         StoreKind::Cluster
-    }
-
-    fn layout(&self) -> &Layout {
-        &self.layout
-    }
-
-    fn bounds(&self) -> &Bounds {
-        &self.bounds
     }
 
     fn slot(&self, key: &str) -> u16 {
@@ -300,19 +264,20 @@ impl ScriptRunner for ClusterClient {
     /// other keys are not on the node it would be sent to): its checks go again alone.
     async fn eval_group(
         &self,
+        script: &Script,
         lane: Lane,
         keys: &[&str],
         args: &[&[u8]],
     ) -> Result<Option<Vec<u8>>, StoreError> {
         match lane {
-            Lane::Slot(_) => self.invoke(ScriptId::Group, keys, args).await.map(Some),
-            Lane::Master(_) => self.invoke_here(ScriptId::Group, keys, args).await,
+            Lane::Slot(_) => self.invoke(script, keys, args).await.map(Some),
+            Lane::Master(_) => self.invoke_here(script, keys, args).await,
         }
     }
 
     async fn eval(
         &self,
-        script: ScriptId,
+        script: &Script,
         keys: Vec<String>,
         args: Vec<String>,
     ) -> Result<Vec<i64>, StoreError> {
@@ -321,7 +286,7 @@ impl ScriptRunner for ClusterClient {
 
     async fn eval_text(
         &self,
-        script: ScriptId,
+        script: &Script,
         keys: Vec<String>,
         args: Vec<String>,
     ) -> Result<Vec<String>, StoreError> {
@@ -342,13 +307,9 @@ impl ScriptRunner for ClusterClient {
 
     /// Every master must answer: a check may land on any of them.
     async fn ping(&self) -> Result<(), StoreError> {
-        self.bounds
-            .ping(async {
-                self.client
-                    .ping::<()>(None)
-                    .await
-                    .map_err(|e| map_error(&e))
-            })
+        self.client
+            .ping::<()>(None)
             .await
+            .map_err(|e| map_error(&e))
     }
 }

@@ -1,4 +1,5 @@
-//! Run-time limit overrides in Redis, written once over [`ScriptRunner`] for both backends.
+//! Run-time limit overrides in Redis, written once over [`ScriptRunner`] for both backends:
+//! here the [`ScriptStore`] becomes an [`OverrideStore`].
 //!
 //! Each override is the hash `{prefix}:config:{policy}:{tier}` (fields `limit`, `burst`), the
 //! documented key layout. Beside them, the set `{prefix}:config-index` lists the overrides
@@ -14,9 +15,31 @@
 
 use std::collections::HashMap;
 
+use async_trait::async_trait;
+
 use super::runner::ScriptRunner;
+use super::script_store::ScriptStore;
 use super::scripts::ScriptId;
-use crate::{LimitOverride, StoreError};
+use crate::{LimitOverride, OverrideStore, StoreError};
+
+#[async_trait]
+impl<C: ScriptRunner + ?Sized> OverrideStore for ScriptStore<C> {
+    async fn put(&self, change: &LimitOverride) -> Result<(), StoreError> {
+        put(self, change).await
+    }
+
+    async fn delete(&self, policy: &str, tier: &str) -> Result<bool, StoreError> {
+        delete(self, policy, tier).await
+    }
+
+    async fn list(&self) -> Result<(u64, Vec<LimitOverride>), StoreError> {
+        list(self).await
+    }
+
+    async fn version(&self) -> Result<u64, StoreError> {
+        version(self).await
+    }
+}
 
 pub(crate) fn hash_key(prefix: &str, policy: &str, tier: &str) -> String {
     format!("{prefix}:config:{policy}:{tier}")
@@ -62,65 +85,65 @@ pub(crate) fn parse(member: &str, fields: &HashMap<String, String>) -> Option<Li
 }
 
 /// One command on one key, answering its reply as strings.
-async fn command(
-    runner: &dyn ScriptRunner,
+async fn command<C: ScriptRunner + ?Sized>(
+    store: &ScriptStore<C>,
     name: &str,
     key: String,
     args: impl IntoIterator<Item = String>,
 ) -> Result<Vec<String>, StoreError> {
     let args = std::iter::once(name.to_owned()).chain(args).collect();
-    runner.admin(ScriptId::KeyCommand, key, args).await
+    store.admin(ScriptId::KeyCommand, key, args).await
 }
 
 /// Bumps the version, last step of every change.
-async fn bump(runner: &dyn ScriptRunner) -> Result<(), StoreError> {
-    let key = version_key(&runner.layout().prefix);
-    command(runner, "INCR", key, []).await.map(|_| ())
+async fn bump<C: ScriptRunner + ?Sized>(store: &ScriptStore<C>) -> Result<(), StoreError> {
+    let key = version_key(&store.layout().prefix);
+    command(store, "INCR", key, []).await.map(|_| ())
 }
 
 /// Stores `change`, replacing the override of its policy and tier, and bumps the version.
-pub(crate) async fn put(
-    runner: &dyn ScriptRunner,
+async fn put<C: ScriptRunner + ?Sized>(
+    store: &ScriptStore<C>,
     change: &LimitOverride,
 ) -> Result<(), StoreError> {
-    let prefix = &runner.layout().prefix;
+    let prefix = &store.layout().prefix;
     let pairs = fields(change)
         .into_iter()
         .flat_map(|(field, value)| [field.to_owned(), value])
         .collect();
     let hash = hash_key(prefix, &change.policy, &change.tier);
-    runner.admin(ScriptId::ReplaceHash, hash, pairs).await?;
+    store.admin(ScriptId::ReplaceHash, hash, pairs).await?;
     let member = member(&change.policy, &change.tier);
-    command(runner, "SADD", index_key(prefix), [member]).await?;
-    bump(runner).await
+    command(store, "SADD", index_key(prefix), [member]).await?;
+    bump(store).await
 }
 
 /// Removes the override of (policy, tier); whether there was one. Bumps the version.
-pub(crate) async fn delete(
-    runner: &dyn ScriptRunner,
+async fn delete<C: ScriptRunner + ?Sized>(
+    store: &ScriptStore<C>,
     policy: &str,
     tier: &str,
 ) -> Result<bool, StoreError> {
-    let prefix = &runner.layout().prefix;
-    let deleted = command(runner, "DEL", hash_key(prefix, policy, tier), []).await?;
-    command(runner, "SREM", index_key(prefix), [member(policy, tier)]).await?;
-    bump(runner).await?;
+    let prefix = &store.layout().prefix;
+    let deleted = command(store, "DEL", hash_key(prefix, policy, tier), []).await?;
+    command(store, "SREM", index_key(prefix), [member(policy, tier)]).await?;
+    bump(store).await?;
     Ok(deleted.first().is_some_and(|n| n != "0"))
 }
 
 /// The version and every stored override, sorted.
-pub(crate) async fn list(
-    runner: &dyn ScriptRunner,
+async fn list<C: ScriptRunner + ?Sized>(
+    store: &ScriptStore<C>,
 ) -> Result<(u64, Vec<LimitOverride>), StoreError> {
-    let prefix = &runner.layout().prefix;
-    let version = version(runner).await?;
-    let members = command(runner, "SMEMBERS", index_key(prefix), []).await?;
+    let prefix = &store.layout().prefix;
+    let version = version(store).await?;
+    let members = command(store, "SMEMBERS", index_key(prefix), []).await?;
     let mut all = Vec::with_capacity(members.len());
     for member in members {
         let Some((policy, tier)) = member.split_once(':') else {
             continue;
         };
-        let flat = command(runner, "HGETALL", hash_key(prefix, policy, tier), []).await?;
+        let flat = command(store, "HGETALL", hash_key(prefix, policy, tier), []).await?;
         let fields: HashMap<String, String> = flat
             .chunks_exact(2)
             .map(|pair| (pair[0].clone(), pair[1].clone()))
@@ -132,9 +155,9 @@ pub(crate) async fn list(
 }
 
 /// The version the overrides are at (0 before the first change).
-pub(crate) async fn version(runner: &dyn ScriptRunner) -> Result<u64, StoreError> {
-    let key = version_key(&runner.layout().prefix);
-    match command(runner, "GET", key, []).await?.first() {
+async fn version<C: ScriptRunner + ?Sized>(store: &ScriptStore<C>) -> Result<u64, StoreError> {
+    let key = version_key(&store.layout().prefix);
+    match command(store, "GET", key, []).await?.first() {
         None => Ok(0),
         Some(raw) => raw
             .parse()

@@ -1,12 +1,12 @@
 //! [`ScriptRunner`], "a Redis I can run a script on": the one seam between sluice's Redis
-//! code and the two clients (one server, a cluster). Everything that talks to Redis is
-//! written once over it.
+//! code and its two clients, [`Single`](super::single::Single) (one server) and
+//! [`Cluster`](super::cluster::Cluster). A client only sends: the scripts, the key layout,
+//! the bounds and the group commit are the [`ScriptStore`](super::script_store::ScriptStore)'s,
+//! written once over this trait.
 
 use async_trait::async_trait;
 
-use super::bounds::Bounds;
-use super::keys::Layout;
-use super::scripts::ScriptId;
+use super::scripts::Script;
 use crate::{StoreError, StoreKind};
 
 /// Where a group call of queued checks goes (see `group.rs`).
@@ -20,19 +20,13 @@ pub(crate) enum Lane {
     Master(u16),
 }
 
-/// A Redis that runs sluice's scripts: one server or a cluster. The required calls are the
-/// client's EVALSHA (on NOSCRIPT, loading the script or sending it as EVAL, once); the
-/// bounded calls every caller uses are built on them here.
+/// A Redis that runs sluice's scripts: one server or a cluster. Each call is EVALSHA of the
+/// script's SHA1, and on NOSCRIPT the script loaded or sent as EVAL, once. Every call here is
+/// unbounded: the store wraps them in its in-flight bound and timeouts.
 #[async_trait]
-pub(crate) trait ScriptRunner: Send + Sync + std::fmt::Debug + 'static {
+pub(crate) trait ScriptRunner: Send + Sync + 'static {
     /// Which backend this is.
     fn kind(&self) -> StoreKind;
-
-    /// The key prefix and TTL grace of this store.
-    fn layout(&self) -> &Layout;
-
-    /// The in-flight bound and the timeouts of this store.
-    fn bounds(&self) -> &Bounds;
 
     /// The slot `key` lives on: the keys of one script call must share it. One server has
     /// one slot for every key.
@@ -50,33 +44,30 @@ pub(crate) trait ScriptRunner: Send + Sync + std::fmt::Debug + 'static {
     /// (slots moved): the lanes are looked up again.
     fn lanes_moved(&self, _now_ms: u64) {}
 
-    /// EVALSHA of the `group` script on `lane`, its arguments and answer binary (see
-    /// `group.lua`), borrowed from the queued checks, which keep them for a second try; `None` when the node answered with a redirection for a master lane (the
-    /// script did not run there: its checks go again each alone). Unbounded, like
-    /// [`eval`](ScriptRunner::eval).
+    /// The `group` script on `lane`, its arguments and answer binary (see `group.lua`),
+    /// borrowed from the queued checks, which keep them for a second try; `None` when the
+    /// node answered with a redirection for a master lane (the script did not run there: its
+    /// checks go again each alone).
     async fn eval_group(
         &self,
+        script: &Script,
         lane: Lane,
         keys: &[&str],
         args: &[&[u8]],
     ) -> Result<Option<Vec<u8>>, StoreError>;
 
-    /// EVALSHA of `script`, answering integers. Unbounded: callers go through [`run`].
-    ///
-    /// [`run`]: ScriptRunner::run
+    /// `script`, answering integers.
     async fn eval(
         &self,
-        script: ScriptId,
+        script: &Script,
         keys: Vec<String>,
         args: Vec<String>,
     ) -> Result<Vec<i64>, StoreError>;
 
-    /// EVALSHA of `script`, answering strings. Unbounded: callers go through [`admin`].
-    ///
-    /// [`admin`]: ScriptRunner::admin
+    /// `script`, answering strings.
     async fn eval_text(
         &self,
-        script: ScriptId,
+        script: &Script,
         keys: Vec<String>,
         args: Vec<String>,
     ) -> Result<Vec<String>, StoreError>;
@@ -88,35 +79,4 @@ pub(crate) trait ScriptRunner: Send + Sync + std::fmt::Debug + 'static {
 
     /// Whether every server a check may land on answers (`/readyz`).
     async fn ping(&self) -> Result<(), StoreError>;
-
-    /// A check-path script call, within the in-flight bound and the timeout.
-    async fn run(
-        &self,
-        script: ScriptId,
-        keys: Vec<String>,
-        args: Vec<String>,
-    ) -> Result<Vec<i64>, StoreError> {
-        self.bounds()
-            .call(async {
-                self.routable().await?;
-                self.eval(script, keys, args).await
-            })
-            .await
-    }
-
-    /// An admin script call on one key (overrides), bounded by time only so a saturated check
-    /// path cannot lock an operator out.
-    async fn admin(
-        &self,
-        script: ScriptId,
-        key: String,
-        args: Vec<String>,
-    ) -> Result<Vec<String>, StoreError> {
-        self.bounds()
-            .admin(async {
-                self.routable().await?;
-                self.eval_text(script, vec![key], args).await
-            })
-            .await
-    }
 }

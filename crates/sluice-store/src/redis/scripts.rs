@@ -113,7 +113,7 @@ impl ScriptId {
         }
     }
 
-    /// Position in [`ALL`](Self::ALL), where each client keeps its handle of the script.
+    /// Position in [`ALL`](Self::ALL), where [`Scripts`] keeps the script.
     pub(crate) fn index(self) -> usize {
         self as usize
     }
@@ -141,6 +141,51 @@ impl ScriptId {
     }
 }
 
+/// A script as both clients send it: EVALSHA of its SHA1, and its source for the one call
+/// after a NOSCRIPT answer.
+#[derive(Debug)]
+pub(crate) struct Script {
+    source: &'static str,
+    sha1: String,
+}
+
+impl Script {
+    fn new(id: ScriptId) -> Script {
+        let source = id.source();
+        Script {
+            source,
+            // The redis crate hashes as Redis does; no SHA1 crate of our own for 12 scripts.
+            sha1: ::redis::Script::new(source).get_hash().to_owned(),
+        }
+    }
+
+    /// The Lua source (EVAL, SCRIPT LOAD).
+    pub(crate) fn source(&self) -> &'static str {
+        self.source
+    }
+
+    /// The SHA1 Redis caches it under (EVALSHA).
+    pub(crate) fn sha1(&self) -> &str {
+        &self.sha1
+    }
+}
+
+/// Every script of one store, hashed once when the store is made.
+#[derive(Debug)]
+pub(crate) struct Scripts([Script; ScriptId::ALL.len()]);
+
+impl Scripts {
+    pub(crate) fn new() -> Scripts {
+        Scripts(ScriptId::ALL.map(Script::new))
+    }
+
+    /// The script `id` names.
+    pub(crate) fn get(&self, id: ScriptId) -> &Script {
+        // In bounds: the array has a script per id, at its index (a test says so).
+        &self.0[id.index()]
+    }
+}
+
 /// The code of `algorithm` in the batch and refund scripts' dispatch tables.
 pub(crate) fn algorithm_code(algorithm: Algorithm) -> u64 {
     match algorithm {
@@ -162,6 +207,11 @@ mod tests {
         for (i, id) in ScriptId::ALL.iter().enumerate() {
             assert_eq!(id.index(), i);
             assert!(!id.source().is_empty());
+        }
+        let scripts = Scripts::new();
+        for id in ScriptId::ALL {
+            assert_eq!(scripts.get(id).source(), id.source());
+            assert_eq!(scripts.get(id).sha1().len(), 40);
         }
     }
 

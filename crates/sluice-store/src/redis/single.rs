@@ -1,52 +1,35 @@
-//! `RedisStore`: state in one Redis server, through the `redis` crate.
+//! [`Single`], the client of one Redis server through the `redis` crate, and `RedisStore`,
+//! the [`ScriptStore`] over it.
 //!
 //! One `ConnectionManager` (a multiplexed connection that reconnects by itself) carries every
 //! call; concurrent calls are pipelined on it. Each check is one EVALSHA of its algorithm's
 //! script; a batch is one EVALSHA of the batch script (a single server has one slot, so every
 //! batch is atomic in one call). A script missing from the server (restart, `SCRIPT FLUSH`)
-//! is loaded on NOSCRIPT and the call retried once (`redis::Script` does both).
+//! is loaded on NOSCRIPT and the call sent again, once.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use ::redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use ::redis::{FromRedisValue, RedisError};
+use ::redis::{ErrorKind, FromRedisValue, RedisError, ServerErrorKind, ToRedisArgs};
 use async_trait::async_trait;
 
-use super::bounds::Bounds;
-use super::group::Grouped;
-use super::group::Groups;
-use super::keys::Layout;
 use super::runner::{Lane, ScriptRunner};
-use super::script_store::script_store;
-use super::scripts::ScriptId;
+use super::script_store::ScriptStore;
+use super::scripts::Script;
 use crate::config::{ConfigError, RedisStoreConfig};
 use crate::{StoreError, StoreKind};
 
 /// Rate-limit state in a single Redis server.
-#[derive(Debug, Clone)]
-pub struct RedisStore {
-    pub(crate) client: Arc<SingleClient>,
-}
+pub type RedisStore = ScriptStore<Single>;
 
-script_store!(RedisStore);
-
-/// One Redis server, running sluice's scripts.
-pub(crate) struct SingleClient {
+/// The client of one Redis server: one auto-reconnecting multiplexed connection.
+pub struct Single {
     manager: ConnectionManager,
-    /// Indexed by [`ScriptId::index`].
-    scripts: Vec<::redis::Script>,
-    layout: Layout,
-    bounds: Bounds,
-    groups: Groups,
 }
 
-impl std::fmt::Debug for SingleClient {
+impl std::fmt::Debug for Single {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RedisStore")
-            .field("prefix", &self.layout.prefix)
-            .field("timeout", &self.bounds.timeout())
-            .finish_non_exhaustive()
+        f.debug_struct("Single").finish_non_exhaustive()
     }
 }
 
@@ -75,19 +58,13 @@ impl RedisStore {
             .set_pipeline_buffer_size(config.max_in_flight.max(50));
         let manager = ConnectionManager::new_lazy_with_config(client, manager_config)
             .map_err(|e| ConfigError::Client(e.to_string()))?;
-        let scripts = ScriptId::ALL
-            .iter()
-            .map(|id| ::redis::Script::new(id.source()))
-            .collect();
-        Ok(RedisStore {
-            client: Arc::new(SingleClient {
-                manager,
-                scripts,
-                layout: Layout::new(config.prefix, config.timeout, config.ttl_grace),
-                groups: Groups::default(),
-                bounds: Bounds::new(config.timeout, config.max_in_flight),
-            }),
-        })
+        Ok(ScriptStore::with_client(
+            Single { manager },
+            config.prefix,
+            config.timeout,
+            config.ttl_grace,
+            config.max_in_flight,
+        ))
     }
 }
 
@@ -102,55 +79,48 @@ pub(crate) fn map_error(e: &RedisError) -> StoreError {
     }
 }
 
-impl SingleClient {
-    async fn invoke<T: FromRedisValue, K: ::redis::ToRedisArgs, A: ::redis::ToRedisArgs>(
+impl Single {
+    /// EVALSHA of `script`; on NOSCRIPT (a restarted server, `SCRIPT FLUSH`) SCRIPT LOAD and
+    /// EVALSHA again, once.
+    async fn invoke<T: FromRedisValue, K: ToRedisArgs, A: ToRedisArgs>(
         &self,
-        script: ScriptId,
+        script: &Script,
         keys: &[K],
         args: &[A],
     ) -> Result<T, StoreError> {
-        let script = self
-            .scripts
-            .get(script.index())
-            .ok_or_else(|| StoreError::Backend("unknown script".into()))?;
-        let mut invocation = script.prepare_invoke();
+        let mut evalsha = ::redis::Cmd::with_capacity(3 + keys.len() + args.len(), 0);
+        evalsha.arg("EVALSHA").arg(script.sha1()).arg(keys.len());
         for key in keys {
-            invocation.key(key);
+            evalsha.arg(key);
         }
         for arg in args {
-            invocation.arg(arg);
+            evalsha.arg(arg);
         }
         let mut conn = self.manager.clone();
-        invocation
-            .invoke_async::<T>(&mut conn)
-            .await
-            .map_err(|e| map_error(&e))
-    }
-}
-
-impl Grouped for SingleClient {
-    fn groups(&self) -> &Groups {
-        &self.groups
+        let answer = match evalsha.query_async::<T>(&mut conn).await {
+            Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
+                let mut load = ::redis::cmd("SCRIPT");
+                load.arg("LOAD").arg(script.source());
+                match load.query_async::<String>(&mut conn).await {
+                    Ok(_) => evalsha.query_async::<T>(&mut conn).await,
+                    Err(e) => Err(e),
+                }
+            }
+            answer => answer,
+        };
+        answer.map_err(|e| map_error(&e))
     }
 }
 
 #[async_trait]
-impl ScriptRunner for SingleClient {
+impl ScriptRunner for Single {
     fn kind(&self) -> StoreKind {
         StoreKind::Redis
     }
 
-    fn layout(&self) -> &Layout {
-        &self.layout
-    }
-
-    fn bounds(&self) -> &Bounds {
-        &self.bounds
-    }
-
     async fn eval(
         &self,
-        script: ScriptId,
+        script: &Script,
         keys: Vec<String>,
         args: Vec<String>,
     ) -> Result<Vec<i64>, StoreError> {
@@ -159,7 +129,7 @@ impl ScriptRunner for SingleClient {
 
     async fn eval_text(
         &self,
-        script: ScriptId,
+        script: &Script,
         keys: Vec<String>,
         args: Vec<String>,
     ) -> Result<Vec<String>, StoreError> {
@@ -168,24 +138,20 @@ impl ScriptRunner for SingleClient {
 
     async fn eval_group(
         &self,
+        script: &Script,
         _lane: Lane,
         keys: &[&str],
         args: &[&[u8]],
     ) -> Result<Option<Vec<u8>>, StoreError> {
-        self.invoke(ScriptId::Group, keys, args).await.map(Some)
+        self.invoke(script, keys, args).await.map(Some)
     }
 
     async fn ping(&self) -> Result<(), StoreError> {
         let mut conn = self.manager.clone();
-        let pong = self
-            .bounds
-            .ping(async {
-                ::redis::cmd("PING")
-                    .query_async::<String>(&mut conn)
-                    .await
-                    .map_err(|e| map_error(&e))
-            })
-            .await?;
+        let pong = ::redis::cmd("PING")
+            .query_async::<String>(&mut conn)
+            .await
+            .map_err(|e| map_error(&e))?;
         if pong == "PONG" {
             Ok(())
         } else {

@@ -56,28 +56,25 @@ use sluice_core::{Algorithm, Decision};
 use super::checks;
 use super::keys;
 use super::runner::ScriptRunner;
+use super::script_store::ScriptStore;
 use super::scripts::ScriptId;
-use crate::{Check, ClusterStore, RedisStore, Store, StoreError, StoreKind};
+
+mod budget;
+
+use crate::{Check, Store, StoreError, StoreKind};
+pub use budget::{Replication, check_budget, partition_cap, unacked_cap, unreplicable};
 
 /// A backend other regions can write into: one Redis or a Redis Cluster
 /// (`SharedBackend::from(store)`).
 #[derive(Debug, Clone)]
 pub struct SharedBackend {
-    runner: Arc<dyn ScriptRunner>,
+    store: ScriptStore<dyn ScriptRunner>,
 }
 
-impl From<RedisStore> for SharedBackend {
-    fn from(store: RedisStore) -> Self {
+impl<C: ScriptRunner> From<ScriptStore<C>> for SharedBackend {
+    fn from(store: ScriptStore<C>) -> Self {
         SharedBackend {
-            runner: store.client,
-        }
-    }
-}
-
-impl From<ClusterStore> for SharedBackend {
-    fn from(store: ClusterStore) -> Self {
-        SharedBackend {
-            runner: store.client,
+            store: store.erased(),
         }
     }
 }
@@ -91,15 +88,15 @@ impl SharedBackend {
         updates: &[(String, u64, u64)],
         now_ms: u64,
     ) -> Result<(), StoreError> {
-        let runner = &*self.runner;
+        let store = &self.store;
         let mut groups: HashMap<u16, Vec<&(String, u64, u64)>> = HashMap::new();
         for update in updates {
             groups
-                .entry(runner.slot(&update.0))
+                .entry(store.client().slot(&update.0))
                 .or_default()
                 .push(update);
         }
-        let grace = runner.layout().ttl_grace_ms.to_string();
+        let grace = store.layout().ttl_grace_ms.to_string();
         for group in groups.values() {
             for chunk in group.chunks(MERGE_CHUNK) {
                 let mut keys = Vec::with_capacity(chunk.len());
@@ -112,7 +109,7 @@ impl SharedBackend {
                     args.push(total.to_string());
                     args.push(expires.to_string());
                 }
-                runner.run(ScriptId::Merge, keys, args).await?;
+                store.run(ScriptId::Merge, keys, args).await?;
             }
         }
         Ok(())
@@ -121,96 +118,6 @@ impl SharedBackend {
 
 /// Most window hashes merged by one script call.
 const MERGE_CHUNK: usize = 512;
-
-/// Replication settings of one policy.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Replication {
-    /// Consumption is shipped to every peer at most this long after it happened.
-    pub sync_interval: Duration,
-    /// Admitted may exceed the limit by at most this fraction (0 < budget <= 1).
-    pub overshoot_budget: f64,
-}
-
-/// Why an algorithm cannot be replicated, or `None` when it can.
-pub fn unreplicable(algorithm: Algorithm) -> Option<&'static str> {
-    match algorithm {
-        Algorithm::FixedWindow | Algorithm::SlidingWindowCounter => None,
-        Algorithm::SlidingWindowLog => Some(
-            "sliding_window_log keeps one entry per admitted request: replicating it ships \
-             every request, not a bounded set of counters; use sliding_window_counter, or \
-             scope = \"global\"",
-        ),
-        Algorithm::TokenBucket | Algorithm::Gcra | Algorithm::LeakyBucket => Some(
-            "a bucket's state (tokens left, or the theoretical arrival time) is rewritten from \
-             itself at every check with a time-dependent refill capped at the burst; updates \
-             from two regions do not commute, so they cannot be merged without coordination; \
-             use fixed_window or sliding_window_counter, or scope = \"global\"",
-        ),
-    }
-}
-
-/// Most unacknowledged consumption one region may hold per window:
-/// `floor(budget · limit / peers)`, at least 1.
-pub fn unacked_cap(limit: u64, budget: f64, peers: usize) -> u64 {
-    let peers = peers.max(1) as f64;
-    #[allow(
-        clippy::cast_precision_loss,
-        clippy::cast_possible_truncation,
-        clippy::cast_sign_loss
-    )]
-    let cap = (budget * limit as f64 / peers).floor() as u64;
-    cap.max(1)
-}
-
-/// The cap while some peer is unreachable: the region's fair share `floor(limit / regions)`
-/// if that is more than the budget's cap.
-pub fn partition_cap(limit: u64, budget: f64, peers: usize) -> u64 {
-    let regions = u64::try_from(peers).unwrap_or(u64::MAX).saturating_add(1);
-    unacked_cap(limit, budget, peers).max(limit / regions)
-}
-
-/// Whether `budget` can be kept at the policy's rate with `peers` peer regions, and why not.
-///
-/// Two conditions:
-/// - at least one request may be unacknowledged: `budget · limit / peers >= 1`, else the
-///   region could never admit anything before a peer acknowledged it;
-/// - the cap covers the policy's rate over one acknowledgement round trip, taken as two sync
-///   intervals (one to ship, one for the link round trip, assumed no longer than
-///   `sync_interval`): `cap >= rate · 2 · sync_interval` with `rate = limit / window`, i.e.
-///   `budget >= peers · 2 · sync_interval / window`. Otherwise a region that receives all
-///   the traffic could not reach the limit within a window (it would be throttled below it).
-pub fn check_budget(
-    limit: u64,
-    window_ms: u64,
-    replication: &Replication,
-    peers: usize,
-) -> Result<(), String> {
-    let budget = replication.overshoot_budget;
-    let peers_f = peers.max(1) as f64;
-    #[allow(clippy::cast_precision_loss)]
-    let exact_cap = budget * limit as f64 / peers_f;
-    if exact_cap < 1.0 {
-        return Err(format!(
-            "overshoot_budget {budget} of limit {limit} over {peers} peer region(s) allows \
-             {exact_cap:.2} unacknowledged requests per region (cap = budget · limit / peers); \
-             at least 1 is needed: raise the budget or the limit, or use scope = \"global\""
-        ));
-    }
-    let interval_ms = replication.sync_interval.as_millis() as f64;
-    #[allow(clippy::cast_precision_loss)]
-    let needed = peers_f * 2.0 * interval_ms / window_ms as f64;
-    if budget < needed {
-        return Err(format!(
-            "overshoot_budget {budget} cannot be kept at sync_interval {}ms: a region may hold \
-             budget · limit / peers unacknowledged requests, and an acknowledgement takes about \
-             two sync intervals, so reaching the limit within the {window_ms}ms window needs a \
-             budget of at least peers · 2 · sync_interval / window = {needed:.4}; shorten \
-             sync_interval, lengthen the window or raise the budget",
-            replication.sync_interval.as_millis()
-        ));
-    }
-    Ok(())
-}
 
 /// What the replicated store reports, for the daemon's metrics (the store holds no
 /// observability code of its own).
@@ -491,7 +398,7 @@ impl ReplicatedStore {
             })?;
         let w = check.params.window_ms;
         let index = now_ms / w;
-        let prefix = &self.inner.local.runner.layout().prefix;
+        let prefix = &self.inner.local.store.layout().prefix;
         let window = |i: u64| keys::window_key(prefix, check.policy, check.key, algorithm, w, i);
         let previous = match index.checked_sub(1) {
             Some(i) => window(i),
@@ -564,14 +471,14 @@ impl ReplicatedStore {
         let mut args = Vec::with_capacity(5 + peers.len() + 6 * checks.len());
         args.push(now_ms.to_string());
         args.push(checks.len().to_string());
-        args.push(self.inner.local.runner.layout().ttl_grace_ms.to_string());
+        args.push(self.inner.local.store.layout().ttl_grace_ms.to_string());
         args.push(self.inner.own_field.clone());
         args.push(peers.len().to_string());
         args.extend(peers.iter().map(|p| p.ack_field.clone()));
         let mut slot = None;
         for check in checks {
             let (p, cap, hint) = self.prepare(check, now_ms)?;
-            let this = self.inner.local.runner.slot(&p.keys[0]);
+            let this = self.inner.local.store.client().slot(&p.keys[0]);
             if *slot.get_or_insert(this) != this {
                 return Err(StoreError::Backend(
                     "a batch of replicated policies must share one cluster slot".into(),
@@ -590,7 +497,7 @@ impl ReplicatedStore {
         let answer = self
             .inner
             .local
-            .runner
+            .store
             .run(ScriptId::Replicated, keys, args)
             .await?;
         let Some((committed, rest)) = answer.split_first() else {
@@ -662,7 +569,7 @@ fn flush_tick(shared: &Shared) -> Duration {
 #[async_trait]
 impl Store for ReplicatedStore {
     fn kind(&self) -> StoreKind {
-        self.inner.local.runner.kind()
+        self.inner.local.store.kind()
     }
 
     async fn check(&self, check: &Check<'_>, now_ms: u64) -> Result<Decision, StoreError> {
@@ -684,53 +591,6 @@ impl Store for ReplicatedStore {
     }
 
     async fn ping(&self) -> Result<(), StoreError> {
-        self.inner.local.runner.ping().await
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn replication(ms: u64, budget: f64) -> Replication {
-        Replication {
-            sync_interval: Duration::from_millis(ms),
-            overshoot_budget: budget,
-        }
-    }
-
-    #[test]
-    fn the_cap_is_the_budget_shared_by_the_peers() {
-        assert_eq!(unacked_cap(1000, 0.05, 1), 50);
-        assert_eq!(unacked_cap(1000, 0.05, 2), 25);
-        assert_eq!(unacked_cap(10, 0.05, 1), 1);
-        assert_eq!(partition_cap(1000, 0.05, 1), 500);
-        assert_eq!(partition_cap(1000, 0.05, 2), 333);
-    }
-
-    #[test]
-    fn a_budget_the_interval_cannot_keep_is_refused() {
-        assert!(check_budget(1000, 5_000, &replication(100, 0.05), 1).is_ok());
-        let slow = check_budget(1000, 1_000, &replication(100, 0.05), 1).unwrap_err();
-        assert!(
-            slow.contains("cannot be kept at sync_interval 100ms"),
-            "{slow}"
-        );
-        let tiny = check_budget(10, 60_000, &replication(100, 0.05), 1).unwrap_err();
-        assert!(tiny.contains("at least 1 is needed"), "{tiny}");
-    }
-
-    #[test]
-    fn only_window_counters_replicate() {
-        assert!(unreplicable(Algorithm::FixedWindow).is_none());
-        assert!(unreplicable(Algorithm::SlidingWindowCounter).is_none());
-        for a in [
-            Algorithm::TokenBucket,
-            Algorithm::Gcra,
-            Algorithm::LeakyBucket,
-            Algorithm::SlidingWindowLog,
-        ] {
-            assert!(unreplicable(a).is_some(), "{a:?}");
-        }
+        self.inner.local.store.ping().await
     }
 }

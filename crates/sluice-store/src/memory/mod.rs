@@ -1,0 +1,290 @@
+//! `MemoryStore`: state in process memory, for a single daemon.
+//!
+//! Keys are spread over mutex-guarded shards so concurrent checks of different keys rarely
+//! contend. Memory is bounded by `max_keys`: a full shard forgets one key per new one, chosen
+//! as Redis approximates LRU: of a few keys sampled at random, the one whose loss gives away
+//! least. A key back to fresh gives away nothing, then the more of its limit a key has left the
+//! less; a key that has used up its limit would get all of it back, so it goes last. Sampling
+//! keeps an eviction at a fixed cost whatever the shard's size.
+//!
+//! Here: the store, its config and one check under one shard's lock. Beside it:
+//! - `keys.rs`: the key table of one policy in one shard (packed slots, hash index, expiry);
+//! - `shard.rs`: a shard, the key tables of its policies;
+//! - `eviction.rs`: which key a full shard forgets;
+//! - `batch.rs`: an all-or-nothing batch over several shards;
+//! - `overrides.rs`: the run-time limit overrides.
+
+mod batch;
+mod eviction;
+mod keys;
+mod overrides;
+mod shard;
+#[cfg(test)]
+mod testing;
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use ahash::RandomState;
+use async_trait::async_trait;
+use parking_lot::Mutex;
+use sluice_core::{Decision, State};
+
+use self::keys::{Expiry, hash_of};
+use self::overrides::Overrides;
+use self::shard::Shard;
+use crate::{Check, LimitOverride, OverrideStore, Store, StoreError, StoreKind};
+
+/// Sizing of a [`MemoryStore`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemoryStoreConfig {
+    /// Most keys tracked at once (`backend.max_keys`).
+    pub max_keys: u64,
+    /// Number of independently locked shards; rounded up to a power of two.
+    pub shards: usize,
+    /// How long a key is kept past its state's expiry, by housekeeping and by eviction alike,
+    /// for a check stamped before that expiry that reaches its shard after it (see
+    /// [`crate::expiry_grace`]). Default [`CLOCK_MARGIN`](crate::CLOCK_MARGIN).
+    pub grace: std::time::Duration,
+}
+
+impl Default for MemoryStoreConfig {
+    fn default() -> Self {
+        MemoryStoreConfig {
+            max_keys: 1_000_000,
+            shards: 64,
+            grace: crate::CLOCK_MARGIN,
+        }
+    }
+}
+
+/// In-process store with sharded locking and bounded memory.
+#[derive(Debug)]
+pub struct MemoryStore {
+    shards: Box<[Mutex<Shard>]>,
+    shard_capacity: u64,
+    /// [`MemoryStoreConfig::grace`] in ms: keys are forgotten as of this long ago.
+    grace_ms: u64,
+    hasher: RandomState,
+    keys: AtomicU64,
+    /// Run-time overrides and their version (one daemon: nobody else to tell).
+    overrides: Mutex<Overrides>,
+}
+
+impl Default for MemoryStore {
+    fn default() -> Self {
+        MemoryStore::new(MemoryStoreConfig::default())
+    }
+}
+
+impl MemoryStore {
+    pub fn new(config: MemoryStoreConfig) -> Self {
+        let max_keys = config.max_keys.max(1);
+        // No more shards than keys, and each shard's share rounded down, so the shards
+        // together never hold more than `max_keys`.
+        let most_shards = 1usize
+            << (usize::BITS
+                - 1
+                - usize::try_from(max_keys)
+                    .unwrap_or(usize::MAX)
+                    .leading_zeros());
+        let shards = config.shards.max(1).next_power_of_two().min(most_shards);
+        MemoryStore {
+            shards: (0..shards)
+                .map(|at| {
+                    Mutex::new(Shard {
+                        sampler: at as u64,
+                        ..Shard::default()
+                    })
+                })
+                .collect(),
+            shard_capacity: max_keys / shards as u64,
+            grace_ms: u64::try_from(config.grace.as_millis()).unwrap_or(u64::MAX),
+            hasher: RandomState::new(),
+            keys: AtomicU64::new(0),
+            overrides: Mutex::new(Overrides::default()),
+        }
+    }
+
+    /// The hash of a check's key and the shard it lives in.
+    fn locate(&self, policy: &str, key: &str) -> (u64, usize) {
+        let hash = hash_of(&self.hasher, policy, key.as_bytes());
+        (hash, ((hash >> 32) as usize) & (self.shards.len() - 1))
+    }
+
+    /// Stores `state` for a key, making room first when the shard is full and the key new.
+    fn put(&self, shard: &mut Shard, hash: u64, check: &Check<'_>, state: State, now_ms: u64) {
+        let expires_at = sluice_core::expires_at(&check.params, &state);
+        let known = shard.get(hash, check.policy, check.key).is_some();
+        while !known && shard.len >= self.shard_capacity {
+            if !shard.evict_one(now_ms.saturating_sub(self.grace_ms), &self.hasher) {
+                break;
+            }
+            self.keys.fetch_sub(1, Ordering::Relaxed);
+        }
+        if shard.store(hash, check, state, expires_at, &self.hasher) {
+            self.keys.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Decides one check under its shard's lock.
+    fn decide(&self, check: &Check<'_>, now_ms: u64) -> Result<Decision, StoreError> {
+        let (hash, at) = self.locate(check.policy, check.key);
+        let mut shard = self.shards[at].lock();
+        if let Some(keys) = shard.keys_mut(check.policy)
+            && let Some(at) = keys.position(hash, check.key)
+        {
+            let entry = &mut keys.slots[at].entry;
+            let decision =
+                sluice_core::decide(&check.params, &mut entry.state, now_ms, check.cost)?;
+            let expires_at = sluice_core::expires_at(&check.params, &entry.state);
+            let hint = entry.expiry.limits();
+            let limits = keys.limits_of(&check.params, hint);
+            keys.slots[at].entry.expiry = Expiry::new(expires_at, limits);
+            return Ok(decision);
+        }
+        let mut state = State::Fresh;
+        let decision = sluice_core::decide(&check.params, &mut state, now_ms, check.cost)?;
+        // A peek at an unknown key, or a denial of one, leaves nothing worth remembering.
+        if check.cost > 0 && decision.allowed {
+            self.put(&mut shard, hash, check, state, now_ms);
+        }
+        Ok(decision)
+    }
+}
+
+#[async_trait]
+impl Store for MemoryStore {
+    fn kind(&self) -> StoreKind {
+        StoreKind::Memory
+    }
+
+    async fn check(&self, check: &Check<'_>, now_ms: u64) -> Result<Decision, StoreError> {
+        self.decide(check, now_ms)
+    }
+
+    fn check_now(&self, check: &Check<'_>, now_ms: u64) -> Option<Result<Decision, StoreError>> {
+        Some(self.decide(check, now_ms))
+    }
+
+    async fn check_all(
+        &self,
+        checks: &[Check<'_>],
+        now_ms: u64,
+    ) -> Result<Vec<Decision>, StoreError> {
+        self.decide_all(checks, now_ms)
+    }
+
+    fn tracked_keys(&self) -> Option<u64> {
+        Some(self.keys.load(Ordering::Relaxed))
+    }
+
+    fn evicted_keys(&self) -> Vec<(String, u64)> {
+        let mut totals: BTreeMap<String, u64> = BTreeMap::new();
+        for shard in self.shards.iter() {
+            for (policy, count) in &shard.lock().evicted {
+                *totals.entry(policy.to_string()).or_default() += count;
+            }
+        }
+        totals.into_iter().collect()
+    }
+
+    fn housekeep(&self, now_ms: u64) {
+        let as_of = now_ms.saturating_sub(self.grace_ms);
+        for shard in self.shards.iter() {
+            let freed = shard
+                .lock()
+                .retain(&self.hasher, |entry| entry.expiry.at_ms() > as_of);
+            self.keys.fetch_sub(freed, Ordering::Relaxed);
+        }
+    }
+}
+
+#[async_trait]
+impl OverrideStore for MemoryStore {
+    async fn put(&self, change: &LimitOverride) -> Result<(), StoreError> {
+        self.overrides.lock().put(change);
+        Ok(())
+    }
+
+    async fn delete(&self, policy: &str, tier: &str) -> Result<bool, StoreError> {
+        Ok(self.overrides.lock().delete(policy, tier))
+    }
+
+    async fn list(&self) -> Result<(u64, Vec<LimitOverride>), StoreError> {
+        let overrides = self.overrides.lock();
+        Ok((overrides.version, overrides.list()))
+    }
+
+    async fn version(&self) -> Result<u64, StoreError> {
+        Ok(self.overrides.lock().version)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use sluice_core::{Algorithm, Params};
+
+    use super::testing::{GRACE_MS, T0, check, fixed};
+    use super::*;
+
+    #[tokio::test]
+    async fn housekeeping_forgets_expired_keys_only() {
+        let store = MemoryStore::default();
+        store
+            .check(&check("a", fixed(5, 1000), 1), T0)
+            .await
+            .unwrap();
+        store
+            .check(&check("b", fixed(5, 60_000), 1), T0)
+            .await
+            .unwrap();
+        assert_eq!(store.tracked_keys(), Some(2));
+        // Within the grace past its expiry, a key is kept for checks stamped before it.
+        store.housekeep(T0 + 1000 + GRACE_MS - 1);
+        assert_eq!(store.tracked_keys(), Some(2));
+        store.housekeep(T0 + 1000 + GRACE_MS);
+        assert_eq!(store.tracked_keys(), Some(1));
+        let b = store
+            .check(&check("b", fixed(5, 60_000), 0), T0 + 1000)
+            .await
+            .unwrap();
+        assert_eq!(b.remaining, 4);
+    }
+
+    #[tokio::test]
+    async fn peeks_and_denials_of_unknown_keys_store_nothing() {
+        let store = MemoryStore::default();
+        store
+            .check(&check("a", fixed(5, 1000), 0), T0)
+            .await
+            .unwrap();
+        assert_eq!(store.tracked_keys(), Some(0));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn concurrent_checks_admit_exactly_the_limit() {
+        let store = Arc::new(MemoryStore::default());
+        let p = Params::new(Algorithm::SlidingWindowLog, 100, 60_000, 100).unwrap();
+        let tasks: Vec<_> = (0..32)
+            .map(|_| {
+                let store = Arc::clone(&store);
+                tokio::spawn(async move {
+                    let mut admitted = 0;
+                    for _ in 0..40 {
+                        let d = store.check(&check("hot", p, 1), T0).await.unwrap();
+                        admitted += u32::from(d.allowed);
+                    }
+                    admitted
+                })
+            })
+            .collect();
+        let mut total = 0;
+        for task in tasks {
+            total += task.await.unwrap();
+        }
+        assert_eq!(total, 100);
+    }
+}
