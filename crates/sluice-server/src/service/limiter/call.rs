@@ -2,13 +2,13 @@
 //! bound its own calls, under its own span, and on this region's Redis timed in
 //! `rate_limit_redis_duration_seconds`.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use sluice_core::Decision;
-use sluice_store::{Check, Store, StoreError};
+use sluice_store::{Check, StoreError};
 use tracing::Span;
 
-use super::{Limiter, Route};
+use super::{Limiter, Route, within};
 use crate::service::policy::Scope;
 use crate::telemetry;
 
@@ -82,24 +82,5 @@ impl Limiter {
             span.record("otel.status_code", "ERROR");
             span.record("error.type", err.kind());
         }
-    }
-}
-
-/// The bound the limiter puts around a call to `store` that must end within `timeout`: none
-/// when the store bounds its own calls (the Redis stores), so each check runs one timer.
-pub(super) fn outer_bound(store: &dyn Store, timeout: Duration) -> Option<Duration> {
-    (!store.bounds_its_calls()).then_some(timeout)
-}
-
-/// `call` bounded by `timeout` when there is one (the memory store has none: it cannot hang).
-pub(super) async fn within<T>(
-    timeout: Option<Duration>,
-    call: impl Future<Output = Result<T, StoreError>>,
-) -> Result<T, StoreError> {
-    match timeout {
-        None => call.await,
-        Some(limit) => tokio::time::timeout(limit, call)
-            .await
-            .unwrap_or(Err(StoreError::Timeout)),
     }
 }

@@ -26,7 +26,6 @@ use crate::service::policy::{Limit, NO_TIER, OTHER, Policy, PolicySet, Scope};
 use crate::service::stores::RegionStores;
 use crate::telemetry::{self, TraceParent};
 use crate::top::TopKeys;
-use call::{outer_bound, within};
 
 /// Whether checks came as one check or as a batch (which names its fields `checks[i].…`
 /// and lists its policies on the span).
@@ -39,7 +38,7 @@ enum Shape {
 /// Where a scope's checks go.
 struct Route<'a> {
     store: &'a dyn Store,
-    /// The limiter's bound on a call ([`call::outer_bound`]): `None` when the store bounds its
+    /// The limiter's bound on a call ([`outer_bound`]): `None` when the store bounds its
     /// own calls or cannot hang.
     bound: Option<Duration>,
     /// The `backend` label of `rate_limit_redis_duration_seconds`: only this region's Redis
@@ -100,7 +99,7 @@ pub struct Limiter {
     store: Arc<dyn Store>,
     policies: ArcSwap<PolicySet>,
     metrics: Arc<Metrics>,
-    /// The limiter's bound on a local check call ([`call::outer_bound`]): `None` for the memory
+    /// The limiter's bound on a local check call ([`outer_bound`]): `None` for the memory
     /// backend, which cannot hang, and for a store that bounds its own calls.
     timeout: Option<Duration>,
     /// `backend.timeout` on Redis (`None` on memory): the bound of a readiness ping, and of
@@ -380,6 +379,25 @@ impl Limiter {
             }
             Err(_) => {}
         }
+    }
+}
+
+/// The bound the limiter puts around a call to `store` that must end within `timeout`: none
+/// when the store bounds its own calls (the Redis stores), so each check runs one timer.
+fn outer_bound(store: &dyn Store, timeout: Duration) -> Option<Duration> {
+    (!store.bounds_its_calls()).then_some(timeout)
+}
+
+/// `call` bounded by `timeout` when there is one (the memory store has none: it cannot hang).
+async fn within<T>(
+    timeout: Option<Duration>,
+    call: impl Future<Output = Result<T, StoreError>>,
+) -> Result<T, StoreError> {
+    match timeout {
+        None => call.await,
+        Some(limit) => tokio::time::timeout(limit, call)
+            .await
+            .unwrap_or(Err(StoreError::Timeout)),
     }
 }
 
