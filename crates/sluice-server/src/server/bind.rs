@@ -8,6 +8,7 @@
 //! ([`serves_http`]).
 
 use std::io;
+use std::net::SocketAddr;
 use std::path::Path;
 
 use tokio::net::TcpListener;
@@ -61,7 +62,102 @@ pub fn serves_http(listen: &ListenSettings, inherited: &Inherited) -> bool {
     configures_http(listen) || inherited.has("http")
 }
 
+/// The kinds of listener, each named as its handed-over sockets are (`FileDescriptorName=`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Endpoint {
+    /// The HTTP API: `listen.http` (TCP) and `listen.unix`.
+    Http,
+    /// `/metrics` only: `listen.metrics`, TCP only.
+    Metrics,
+    /// The Envoy RLS: `listen.grpc`, TCP or `unix:PATH`.
+    Grpc,
+    /// The Redis protocol: `listen.resp`, TCP or `unix:PATH`.
+    Resp,
+}
+
+impl Endpoint {
+    const ALL: [Endpoint; 4] = [
+        Endpoint::Http,
+        Endpoint::Metrics,
+        Endpoint::Grpc,
+        Endpoint::Resp,
+    ];
+
+    fn name(self) -> &'static str {
+        match self {
+            Endpoint::Http => "http",
+            Endpoint::Metrics => "metrics",
+            Endpoint::Grpc => "grpc",
+            Endpoint::Resp => "resp",
+        }
+    }
+
+    /// The configured TCP address and Unix socket path of this kind.
+    fn configured(self, listen: &ListenSettings) -> (Option<SocketAddr>, Option<&Path>) {
+        fn split(addr: Option<&ListenAddr>) -> (Option<SocketAddr>, Option<&Path>) {
+            match addr {
+                Some(ListenAddr::Tcp(tcp)) => (Some(*tcp), None),
+                Some(ListenAddr::Unix(path)) => (None, Some(path.as_path())),
+                None => (None, None),
+            }
+        }
+        match self {
+            Endpoint::Http => (listen.http, listen.unix.as_deref()),
+            Endpoint::Metrics => (listen.metrics, None),
+            Endpoint::Grpc => split(listen.grpc.as_ref()),
+            Endpoint::Resp => split(listen.resp.as_ref()),
+        }
+    }
+
+    /// Where this kind's TCP listener goes.
+    fn tcp(self, listeners: &mut Listeners) -> &mut Option<TcpListener> {
+        match self {
+            Endpoint::Http => &mut listeners.http,
+            Endpoint::Metrics => &mut listeners.metrics,
+            Endpoint::Grpc => &mut listeners.grpc,
+            Endpoint::Resp => &mut listeners.resp,
+        }
+    }
+
+    /// Where this kind's Unix listener goes (`None`: TCP only).
+    fn unix(self, listeners: &mut Listeners) -> Option<&mut Option<BoundUnix>> {
+        match self {
+            Endpoint::Http => Some(&mut listeners.unix),
+            Endpoint::Metrics => None,
+            Endpoint::Grpc => Some(&mut listeners.grpc_unix),
+            Endpoint::Resp => Some(&mut listeners.resp_unix),
+        }
+    }
+
+    /// How the startup line names a Unix socket of this kind bound at `path`.
+    fn describe_unix(self, path: &Path) -> String {
+        match self {
+            Endpoint::Http => format!("unix:{}", path.display()),
+            other => format!("{}:unix:{}", other.name(), path.display()),
+        }
+    }
+
+    /// Puts the sockets handed over for this kind in their places.
+    fn hand_over(
+        self,
+        sockets: Vec<TokioListener>,
+        listeners: &mut Listeners,
+    ) -> Result<(), BindError> {
+        for socket in sockets {
+            match socket {
+                TokioListener::Tcp(tcp) => set_once(self.tcp(listeners), tcp, self.name(), "TCP")?,
+                TokioListener::Unix(unix) => match self.unix(listeners) {
+                    Some(slot) => set_once(slot, BoundUnix::inherited(unix), self.name(), "Unix")?,
+                    None => return Err(BindError::UnixMetrics),
+                },
+            }
+        }
+        Ok(())
+    }
+}
+
 /// The listeners to serve, and how the startup line names them (`http:127.0.0.1:8080`).
+/// A kind with sockets handed over serves those instead of its configured addresses.
 pub async fn listeners(
     listen: &ListenSettings,
     mut inherited: Inherited,
@@ -71,110 +167,45 @@ pub async fn listeners(
         ..Listeners::default()
     };
     let mut described = Vec::new();
-    let http = take(&mut inherited, "http", &mut described)?;
-    let metrics = take(&mut inherited, "metrics", &mut described)?;
-    let grpc = take(&mut inherited, "grpc", &mut described)?;
-    let resp = take(&mut inherited, "resp", &mut described)?;
+    let mut handed = Vec::with_capacity(Endpoint::ALL.len());
+    for endpoint in Endpoint::ALL {
+        handed.push(take(&mut inherited, endpoint.name(), &mut described)?);
+    }
     let left = inherited.left();
     if !left.is_empty() {
         return Err(BindError::Unused(left.join(", ")));
     }
-    let (http_handed, metrics_handed, grpc_handed, resp_handed) = (
-        !http.is_empty(),
-        !metrics.is_empty(),
-        !grpc.is_empty(),
-        !resp.is_empty(),
-    );
-    for socket in http {
-        match socket {
-            TokioListener::Tcp(tcp) => set_once(&mut listeners.http, tcp, "http", "TCP")?,
-            TokioListener::Unix(unix) => {
-                set_once(
-                    &mut listeners.unix,
-                    BoundUnix::inherited(unix),
-                    "http",
-                    "Unix",
-                )?;
-            }
+    let mut to_bind = Vec::new();
+    for (endpoint, sockets) in Endpoint::ALL.into_iter().zip(handed) {
+        if sockets.is_empty() {
+            to_bind.push(endpoint);
+        } else {
+            endpoint.hand_over(sockets, &mut listeners)?;
         }
     }
-    for socket in metrics {
-        match socket {
-            TokioListener::Tcp(tcp) => set_once(&mut listeners.metrics, tcp, "metrics", "TCP")?,
-            TokioListener::Unix(_) => return Err(BindError::UnixMetrics),
-        }
-    }
-    for socket in grpc {
-        match socket {
-            TokioListener::Tcp(tcp) => set_once(&mut listeners.grpc, tcp, "grpc", "TCP")?,
-            TokioListener::Unix(unix) => {
-                set_once(
-                    &mut listeners.grpc_unix,
-                    BoundUnix::inherited(unix),
-                    "grpc",
-                    "Unix",
-                )?;
-            }
-        }
-    }
-    for socket in resp {
-        match socket {
-            TokioListener::Tcp(tcp) => set_once(&mut listeners.resp, tcp, "resp", "TCP")?,
-            TokioListener::Unix(unix) => {
-                set_once(
-                    &mut listeners.resp_unix,
-                    BoundUnix::inherited(unix),
-                    "resp",
-                    "Unix",
-                )?;
-            }
-        }
-    }
-
     // TCP first, the socket files last: a failure leaves no socket file behind.
-    if !http_handed && let Some(addr) = listen.http {
-        let tcp = bind_tcp(addr).await?;
-        described.push(format!("http:{}", local(&tcp)));
-        listeners.http = Some(tcp);
+    for &endpoint in &to_bind {
+        if let (Some(addr), _) = endpoint.configured(listen) {
+            let tcp = bind_tcp(addr).await?;
+            described.push(format!("{}:{}", endpoint.name(), local(&tcp)));
+            *endpoint.tcp(&mut listeners) = Some(tcp);
+        }
     }
-    if !metrics_handed && let Some(addr) = listen.metrics {
-        let tcp = bind_tcp(addr).await?;
-        described.push(format!("metrics:{}", local(&tcp)));
-        listeners.metrics = Some(tcp);
-    }
-    if !grpc_handed && let Some(ListenAddr::Tcp(addr)) = listen.grpc {
-        let tcp = bind_tcp(addr).await?;
-        described.push(format!("grpc:{}", local(&tcp)));
-        listeners.grpc = Some(tcp);
-    }
-    if !resp_handed && let Some(ListenAddr::Tcp(addr)) = listen.resp {
-        let tcp = bind_tcp(addr).await?;
-        described.push(format!("resp:{}", local(&tcp)));
-        listeners.resp = Some(tcp);
-    }
-    if !http_handed && let Some(path) = &listen.unix {
-        listeners.unix = Some(bind_path(path, listen.unix_mode)?);
-        described.push(format!("unix:{}", path.display()));
-    }
-    if !grpc_handed && let Some(ListenAddr::Unix(path)) = &listen.grpc {
-        match bind_path(path, listen.unix_mode) {
-            Ok(bound) => listeners.grpc_unix = Some(bound),
+    for &endpoint in &to_bind {
+        let (_, Some(path)) = endpoint.configured(listen) else {
+            continue;
+        };
+        let bound = match bind_path(path, listen.unix_mode) {
+            Ok(bound) => bound,
             Err(err) => {
                 remove_created(&listeners);
                 return Err(err);
             }
+        };
+        if let Some(slot) = endpoint.unix(&mut listeners) {
+            *slot = Some(bound);
         }
-        described.push(format!("grpc:unix:{}", path.display()));
-    }
-    if !resp_handed && let Some(ListenAddr::Unix(path)) = &listen.resp {
-        match bind_path(path, listen.unix_mode) {
-            Ok(bound) => listeners.resp_unix = Some(bound),
-            Err(err) => {
-                remove_created(&listeners);
-                return Err(err);
-            }
-        }
-        described.push(format!("resp:unix:{}", path.display()));
+        described.push(endpoint.describe_unix(path));
     }
     Ok((listeners, described))
 }
@@ -222,7 +253,7 @@ fn set_once<T>(
     Ok(())
 }
 
-async fn bind_tcp(addr: std::net::SocketAddr) -> Result<TcpListener, BindError> {
+async fn bind_tcp(addr: SocketAddr) -> Result<TcpListener, BindError> {
     TcpListener::bind(addr)
         .await
         .map_err(|source| BindError::Bind {
