@@ -264,7 +264,6 @@ fn compile_policy(
     config: &PolicyConfig,
     errors: &mut Vec<FieldError>,
 ) -> Option<Policy> {
-    let field = |key: &str| format!("policies.{name}.{key}");
     let before = errors.len();
     if !is_valid_name(name) {
         errors.push(FieldError::new(
@@ -272,97 +271,17 @@ fn compile_policy(
             "a policy name is 1 to 64 of A-Z a-z 0-9 _ . -",
         ));
     }
-    let algorithm = match config.algorithm.as_deref() {
-        None => {
-            errors.push(FieldError::new(field("algorithm"), "is required"));
-            None
-        }
-        Some(text) => {
-            let found = Algorithm::ALL.into_iter().find(|a| a.as_str() == text);
-            if found.is_none() {
-                errors.push(FieldError::new(
-                    field("algorithm"),
-                    format!(
-                        "unknown algorithm {text:?}; expected one of fixed_window, sliding_window_log, sliding_window_counter, token_bucket, leaky_bucket, gcra"
-                    ),
-                ));
-            }
-            found
-        }
-    };
-    let limit = match config.limit {
-        None => {
-            errors.push(FieldError::new(field("limit"), "is required"));
-            None
-        }
-        Some(0) => {
-            errors.push(FieldError::new(field("limit"), "limit must be at least 1"));
-            None
-        }
-        Some(limit) => Some(limit),
-    };
-    let window_ms = match config.window.as_deref() {
-        None => {
-            errors.push(FieldError::new(field("window"), "is required"));
-            None
-        }
-        Some(text) => match parse_duration_ms(text) {
-            Ok(0) => {
-                errors.push(FieldError::new(
-                    field("window"),
-                    "window must be at least 1ms",
-                ));
-                None
-            }
-            Ok(ms) => Some(ms),
-            Err(why) => {
-                errors.push(FieldError::new(field("window"), why));
-                None
-            }
-        },
-    };
+    let algorithm = compile_algorithm(name, config, errors);
+    let limit = compile_limit(name, config, errors);
+    let window_ms = compile_window(name, config, errors);
     if config.burst == Some(0) {
-        errors.push(FieldError::new(field("burst"), "burst must be at least 1"));
+        errors.push(FieldError::new(
+            field(name, "burst"),
+            "burst must be at least 1",
+        ));
     }
-    let fail = match config.fail.as_str() {
-        "open" => FailMode::Open,
-        "closed" => FailMode::Closed,
-        other => {
-            errors.push(FieldError::new(
-                field("fail"),
-                format!("unknown fail mode {other:?}; expected open or closed"),
-            ));
-            FailMode::Open
-        }
-    };
-    for endpoint in &config.endpoints {
-        if endpoint.is_empty() || endpoint.len() > 256 {
-            errors.push(FieldError::new(
-                field("endpoints"),
-                "an endpoint label is 1 to 256 bytes",
-            ));
-        }
-    }
-    for (tier, tier_config) in &config.tiers {
-        if !is_valid_name(tier) {
-            errors.push(FieldError::new(
-                field(&format!("tiers.{tier}")),
-                "a tier name is 1 to 64 of A-Z a-z 0-9 _ . -",
-            ));
-        }
-        if tier_config.limit == Some(0) {
-            errors.push(FieldError::new(
-                field(&format!("tiers.{tier}.limit")),
-                "limit must be at least 1",
-            ));
-        }
-        if tier_config.burst == Some(0) {
-            errors.push(FieldError::new(
-                field(&format!("tiers.{tier}.burst")),
-                "burst must be at least 1",
-            ));
-        }
-    }
+    let fail = compile_fail(name, config, errors);
+    check_labels(name, config, errors);
     let (scope, replication) = compile_scope(name, config, errors);
     // Zero values are reported above; what is left to check is how the values combine.
     let (Some(algorithm), Some(limit), Some(window_ms)) = (algorithm, limit, window_ms) else {
@@ -375,32 +294,10 @@ fn compile_policy(
         burst: config.burst.unwrap_or(limit).max(1),
     };
     if let Err(why) = base_params.validate() {
-        errors.push(FieldError::new(field("limit"), why.to_string()));
+        errors.push(FieldError::new(field(name, "limit"), why.to_string()));
     }
     let base = Arc::new(make_limit(name, base_params, NO_TIER, NO_TIER_SLOT));
-    let mut tiers = Names::with_capacity_and_hasher(config.tiers.len(), RandomState::new());
-    for (at, (tier, tier_config)) in config.tiers.iter().enumerate() {
-        let tier_limit = tier_config.limit.unwrap_or(limit).max(1);
-        let params = Params {
-            algorithm,
-            limit: tier_limit,
-            window_ms,
-            burst: tier_config.burst.unwrap_or(tier_limit).max(1),
-        };
-        match params.validate() {
-            Ok(()) => {
-                let slot = OTHER_TIER_SLOT + 1 + at;
-                tiers.insert(
-                    tier.as_str().into(),
-                    Arc::new(make_limit(name, params, tier, slot)),
-                );
-            }
-            Err(why) => errors.push(FieldError::new(
-                field(&format!("tiers.{tier}.limit")),
-                why.to_string(),
-            )),
-        }
-    }
+    let tiers = compile_tiers(name, config, &base_params, errors);
     if errors.len() > before {
         return None;
     }
@@ -427,6 +324,155 @@ fn compile_policy(
         scope,
         replication,
     })
+}
+
+/// The name of field `key` of policy `name` in errors (`policies.public.limit`).
+fn field(name: &str, key: &str) -> String {
+    format!("policies.{name}.{key}")
+}
+
+/// `algorithm`: required, one of the six.
+fn compile_algorithm(
+    name: &str,
+    config: &PolicyConfig,
+    errors: &mut Vec<FieldError>,
+) -> Option<Algorithm> {
+    let Some(text) = config.algorithm.as_deref() else {
+        errors.push(FieldError::new(field(name, "algorithm"), "is required"));
+        return None;
+    };
+    let found = Algorithm::ALL.into_iter().find(|a| a.as_str() == text);
+    if found.is_none() {
+        errors.push(FieldError::new(
+            field(name, "algorithm"),
+            format!(
+                "unknown algorithm {text:?}; expected one of fixed_window, sliding_window_log, sliding_window_counter, token_bucket, leaky_bucket, gcra"
+            ),
+        ));
+    }
+    found
+}
+
+/// `limit`: required, at least 1.
+fn compile_limit(name: &str, config: &PolicyConfig, errors: &mut Vec<FieldError>) -> Option<u64> {
+    match config.limit {
+        None => {
+            errors.push(FieldError::new(field(name, "limit"), "is required"));
+            None
+        }
+        Some(0) => {
+            errors.push(FieldError::new(
+                field(name, "limit"),
+                "limit must be at least 1",
+            ));
+            None
+        }
+        Some(limit) => Some(limit),
+    }
+}
+
+/// `window`: required, a duration of at least 1 ms.
+fn compile_window(name: &str, config: &PolicyConfig, errors: &mut Vec<FieldError>) -> Option<u64> {
+    let Some(text) = config.window.as_deref() else {
+        errors.push(FieldError::new(field(name, "window"), "is required"));
+        return None;
+    };
+    match parse_duration_ms(text) {
+        Ok(0) => {
+            errors.push(FieldError::new(
+                field(name, "window"),
+                "window must be at least 1ms",
+            ));
+            None
+        }
+        Ok(ms) => Some(ms),
+        Err(why) => {
+            errors.push(FieldError::new(field(name, "window"), why));
+            None
+        }
+    }
+}
+
+/// `fail`: open or closed.
+fn compile_fail(name: &str, config: &PolicyConfig, errors: &mut Vec<FieldError>) -> FailMode {
+    match config.fail.as_str() {
+        "open" => FailMode::Open,
+        "closed" => FailMode::Closed,
+        other => {
+            errors.push(FieldError::new(
+                field(name, "fail"),
+                format!("unknown fail mode {other:?}; expected open or closed"),
+            ));
+            FailMode::Open
+        }
+    }
+}
+
+/// The metric labels a policy names: its endpoints and its tiers (names, and no zero limit
+/// or burst).
+fn check_labels(name: &str, config: &PolicyConfig, errors: &mut Vec<FieldError>) {
+    for endpoint in &config.endpoints {
+        if endpoint.is_empty() || endpoint.len() > 256 {
+            errors.push(FieldError::new(
+                field(name, "endpoints"),
+                "an endpoint label is 1 to 256 bytes",
+            ));
+        }
+    }
+    for (tier, tier_config) in &config.tiers {
+        if !is_valid_name(tier) {
+            errors.push(FieldError::new(
+                field(name, &format!("tiers.{tier}")),
+                "a tier name is 1 to 64 of A-Z a-z 0-9 _ . -",
+            ));
+        }
+        if tier_config.limit == Some(0) {
+            errors.push(FieldError::new(
+                field(name, &format!("tiers.{tier}.limit")),
+                "limit must be at least 1",
+            ));
+        }
+        if tier_config.burst == Some(0) {
+            errors.push(FieldError::new(
+                field(name, &format!("tiers.{tier}.burst")),
+                "burst must be at least 1",
+            ));
+        }
+    }
+}
+
+/// Each tier's limit: the policy's algorithm and window with the tier's limit and burst
+/// (defaults: the policy's limit, and the tier's own limit), in its metric slot.
+fn compile_tiers(
+    name: &str,
+    config: &PolicyConfig,
+    base: &Params,
+    errors: &mut Vec<FieldError>,
+) -> Names<Arc<Limit>> {
+    let mut tiers = Names::with_capacity_and_hasher(config.tiers.len(), RandomState::new());
+    for (at, (tier, tier_config)) in config.tiers.iter().enumerate() {
+        let tier_limit = tier_config.limit.unwrap_or(base.limit).max(1);
+        let params = Params {
+            algorithm: base.algorithm,
+            limit: tier_limit,
+            window_ms: base.window_ms,
+            burst: tier_config.burst.unwrap_or(tier_limit).max(1),
+        };
+        match params.validate() {
+            Ok(()) => {
+                let slot = OTHER_TIER_SLOT + 1 + at;
+                tiers.insert(
+                    tier.as_str().into(),
+                    Arc::new(make_limit(name, params, tier, slot)),
+                );
+            }
+            Err(why) => errors.push(FieldError::new(
+                field(name, &format!("tiers.{tier}.limit")),
+                why.to_string(),
+            )),
+        }
+    }
+    tiers
 }
 
 /// `scope`, `sync_interval` and `overshoot_budget` on their own; how they fit `[region]` and
