@@ -144,17 +144,37 @@ struct Matched {
 }
 
 impl RlsService {
-    /// The answer to one `ShouldRateLimit`.
+    /// The answer to one `ShouldRateLimit`: the descriptors a rule matches are decided
+    /// together, all-or-nothing; the others are not limited.
     pub async fn answer(&self, request: &RateLimitRequest) -> Result<RateLimitResponse, Status> {
-        if request.domain.is_empty() {
-            return Err(Status::invalid_argument("domain: required"));
+        validate(request)?;
+        let matched = self.matched(request)?;
+        let mut statuses = vec![
+            DescriptorStatus {
+                code: Code::Ok.into(),
+                ..DescriptorStatus::default()
+            };
+            request.descriptors.len()
+        ];
+        if matched.is_empty() {
+            return Ok(RateLimitResponse {
+                overall_code: Code::Ok.into(),
+                statuses,
+                ..RateLimitResponse::default()
+            });
         }
-        let count = request.descriptors.len();
-        if count == 0 || count > MAX_BATCH {
-            return Err(Status::invalid_argument(format!(
-                "descriptors: a request holds 1 to {MAX_BATCH} descriptors, this one {count}"
-            )));
+        if let Some(refused) = over_capacity(&matched, &mut statuses) {
+            return Ok(refused);
         }
+        let verdicts = self.decide(&matched).await?;
+        for (m, verdict) in matched.iter().zip(&verdicts) {
+            statuses[m.index] = status_of(verdict);
+        }
+        Ok(response(statuses, &verdicts))
+    }
+
+    /// The descriptors some rule limits, each with its policy, key and cost.
+    fn matched(&self, request: &RateLimitRequest) -> Result<Vec<Matched>, Status> {
         let rules = self.rules.load();
         let policies = self.app.limiter.policies();
         let mut matched = Vec::new();
@@ -191,72 +211,7 @@ impl RlsService {
                 cost: hits.max(1),
             });
         }
-        let mut statuses = vec![
-            DescriptorStatus {
-                code: Code::Ok.into(),
-                ..DescriptorStatus::default()
-            };
-            count
-        ];
-        if matched.is_empty() {
-            return Ok(RateLimitResponse {
-                overall_code: Code::Ok.into(),
-                statuses,
-                ..RateLimitResponse::default()
-            });
-        }
-        let too_big: Vec<&Matched> = matched
-            .iter()
-            .filter(|m| m.cost > m.policy.base.params.capacity())
-            .collect();
-        if !too_big.is_empty() {
-            for m in &matched {
-                statuses[m.index].current_limit = Some(current_limit(&m.policy));
-            }
-            for m in too_big {
-                statuses[m.index].code = Code::OverLimit.into();
-            }
-            return Ok(RateLimitResponse {
-                overall_code: Code::OverLimit.into(),
-                statuses,
-                ..RateLimitResponse::default()
-            });
-        }
-        let verdicts = self.decide(&matched).await?;
-        for (m, verdict) in matched.iter().zip(&verdicts) {
-            statuses[m.index] = status_of(verdict);
-        }
-        let allowed = verdicts.iter().all(|v| v.allowed);
-        let worst = verdicts
-            .iter()
-            .filter(|v| !v.allowed)
-            .max_by_key(|v| v.decision.retry_after_ms)
-            .or_else(|| verdicts.iter().min_by_key(|v| v.decision.remaining));
-        let mut headers = HeaderMap::new();
-        let mut raw_body = Vec::new();
-        if let Some(worst) = worst {
-            set_headers(&mut headers, worst);
-            if !allowed {
-                raw_body = serde_json::to_vec(&body_of(worst)).unwrap_or_default();
-                headers.insert(http::header::CONTENT_TYPE, PROBLEM_JSON);
-            }
-        }
-        Ok(RateLimitResponse {
-            overall_code: if allowed { Code::Ok } else { Code::OverLimit }.into(),
-            statuses,
-            response_headers_to_add: headers
-                .iter()
-                .filter_map(|(name, value)| {
-                    Some(HeaderValue {
-                        key: name.as_str().to_owned(),
-                        value: value.to_str().ok()?.to_owned(),
-                        raw_value: Vec::new(),
-                    })
-                })
-                .collect(),
-            raw_body,
-            ..RateLimitResponse::default()
-        })
+        Ok(matched)
     }
 
     /// One verdict per matched descriptor, in order, all-or-nothing.
@@ -285,6 +240,80 @@ impl RlsService {
             }
             LimitError::UnknownPolicy { .. } => Status::failed_precondition(err.to_string()),
         })
+    }
+}
+
+/// A request must name its domain and hold 1 to [`MAX_BATCH`] descriptors.
+fn validate(request: &RateLimitRequest) -> Result<(), Status> {
+    if request.domain.is_empty() {
+        return Err(Status::invalid_argument("domain: required"));
+    }
+    let count = request.descriptors.len();
+    if count == 0 || count > MAX_BATCH {
+        return Err(Status::invalid_argument(format!(
+            "descriptors: a request holds 1 to {MAX_BATCH} descriptors, this one {count}"
+        )));
+    }
+    Ok(())
+}
+
+/// Envoy sends hits it cannot know the limit of: descriptors costing more than their policy's
+/// capacity are over the limit, and so, all-or-nothing, is the request (nothing consumed).
+fn over_capacity(
+    matched: &[Matched],
+    statuses: &mut [DescriptorStatus],
+) -> Option<RateLimitResponse> {
+    let too_big = |m: &Matched| m.cost > m.policy.base.params.capacity();
+    if !matched.iter().any(too_big) {
+        return None;
+    }
+    for m in matched {
+        statuses[m.index].current_limit = Some(current_limit(&m.policy));
+        if too_big(m) {
+            statuses[m.index].code = Code::OverLimit.into();
+        }
+    }
+    Some(RateLimitResponse {
+        overall_code: Code::OverLimit.into(),
+        statuses: statuses.to_vec(),
+        ..RateLimitResponse::default()
+    })
+}
+
+/// The response to decided descriptors: the headers of the most restrictive verdict (the
+/// longest wait of a denial, else the least remaining), and on a denial sluiced's problem
+/// document as the body.
+fn response(statuses: Vec<DescriptorStatus>, verdicts: &[Verdict]) -> RateLimitResponse {
+    let allowed = verdicts.iter().all(|v| v.allowed);
+    let worst = verdicts
+        .iter()
+        .filter(|v| !v.allowed)
+        .max_by_key(|v| v.decision.retry_after_ms)
+        .or_else(|| verdicts.iter().min_by_key(|v| v.decision.remaining));
+    let mut headers = HeaderMap::new();
+    let mut raw_body = Vec::new();
+    if let Some(worst) = worst {
+        set_headers(&mut headers, worst);
+        if !allowed {
+            raw_body = serde_json::to_vec(&body_of(worst)).unwrap_or_default();
+            headers.insert(http::header::CONTENT_TYPE, PROBLEM_JSON);
+        }
+    }
+    RateLimitResponse {
+        overall_code: if allowed { Code::Ok } else { Code::OverLimit }.into(),
+        statuses,
+        response_headers_to_add: headers
+            .iter()
+            .filter_map(|(name, value)| {
+                Some(HeaderValue {
+                    key: name.as_str().to_owned(),
+                    value: value.to_str().ok()?.to_owned(),
+                    raw_value: Vec::new(),
+                })
+            })
+            .collect(),
+        raw_body,
+        ..RateLimitResponse::default()
     }
 }
 
