@@ -10,13 +10,20 @@ use sluice_store::{
 use crate::config::BackendSettings;
 
 /// One backend as the store of the counters and as the keeper of the overrides.
-pub type WithOverrides = (Arc<dyn Store>, Arc<dyn OverrideStore>);
+#[derive(Debug, Clone)]
+pub struct WithOverrides {
+    pub store: Arc<dyn Store>,
+    pub overrides: Arc<dyn OverrideStore>,
+}
 
 /// The store of `settings`, and the same backend as the keeper of the overrides.
 pub fn with_overrides(settings: &BackendSettings) -> Result<WithOverrides, ConfigError> {
     fn both<S: Store + OverrideStore>(store: S) -> WithOverrides {
         let store = Arc::new(store);
-        (store.clone(), store)
+        WithOverrides {
+            store: store.clone(),
+            overrides: store,
+        }
     }
     Ok(match settings {
         BackendSettings::Memory(config) => both(MemoryStore::new(*config)),

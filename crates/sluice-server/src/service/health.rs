@@ -143,7 +143,7 @@ impl Watched {
     /// (and rebuilt from them).
     pub fn new(client: WithOverrides, settings: BackendSettings) -> Watched {
         Watched {
-            kind: client.0.kind(),
+            kind: client.store.kind(),
             current: ArcSwap::from_pointee(client),
             observer: Mutex::new(None),
             address: settings.address(),
@@ -153,11 +153,11 @@ impl Watched {
     }
 
     fn store(&self) -> Arc<dyn Store> {
-        Arc::clone(&self.current.load().0)
+        Arc::clone(&self.current.load().store)
     }
 
     fn overrides(&self) -> Arc<dyn OverrideStore> {
-        Arc::clone(&self.current.load().1)
+        Arc::clone(&self.current.load().overrides)
     }
 
     /// Records one check's outcome and acts on the transition it makes.
@@ -198,7 +198,7 @@ impl Watched {
         match crate::service::clients::with_overrides(&self.settings) {
             Ok(client) => {
                 if let Some(observer) = &*self.observer.lock() {
-                    client.0.set_batch_observer(Arc::clone(observer));
+                    client.store.set_batch_observer(Arc::clone(observer));
                 }
                 self.current.store(Arc::new(client));
                 tracing::warn!(
@@ -218,12 +218,12 @@ impl Watched {
 
 /// Records a check's outcome also when the caller stops waiting (its timeout drops the
 /// call): a call that never finished counts as a timeout.
-struct Pending<'a> {
+struct UnfinishedCall<'a> {
     watched: &'a Watched,
     done: bool,
 }
 
-impl Drop for Pending<'_> {
+impl Drop for UnfinishedCall<'_> {
     fn drop(&mut self) {
         if !self.done {
             self.watched.record::<()>(&Err(StoreError::Timeout));
@@ -238,7 +238,7 @@ impl Store for Watched {
     }
 
     async fn check(&self, check: &Check<'_>, now_ms: u64) -> Result<Decision, StoreError> {
-        let mut pending = Pending {
+        let mut pending = UnfinishedCall {
             watched: self,
             done: false,
         };
@@ -253,7 +253,7 @@ impl Store for Watched {
         checks: &[Check<'_>],
         now_ms: u64,
     ) -> Result<Vec<Decision>, StoreError> {
-        let mut pending = Pending {
+        let mut pending = UnfinishedCall {
             watched: self,
             done: false,
         };

@@ -53,11 +53,14 @@ impl Stores {
         region: &RegionSettings,
         clock: Arc<dyn Clock>,
     ) -> Result<Stores, ConfigError> {
-        let (local, overrides) = watched(with_overrides(backend)?, backend);
+        let WithOverrides {
+            store: local,
+            overrides,
+        } = watched(with_overrides(backend)?, backend);
         let mut stores = RegionStores::default();
         if let Some(global) = &region.global {
             let timeout = global.timeout().unwrap_or(Duration::from_secs(1));
-            stores.global = Some((watched(with_overrides(global)?, global).0, timeout));
+            stores.global = Some((watched(with_overrides(global)?, global).store, timeout));
         }
         if let Some(local_shared) = &region.local {
             let peers = region
@@ -95,7 +98,10 @@ fn watched(client: WithOverrides, settings: &BackendSettings) -> WithOverrides {
         BackendSettings::Memory(_) => client,
         _ => {
             let watched = Arc::new(Watched::new(client, settings.clone()));
-            (watched.clone(), watched)
+            WithOverrides {
+                store: watched.clone(),
+                overrides: watched,
+            }
         }
     }
 }
