@@ -300,28 +300,9 @@ async fn past_max_connections_a_new_client_gets_an_answer_not_a_hang() {
     assert!(served, "closed connections free their slots");
 }
 
-/// Whether `program` is installed; when it is not, the test is skipped with a message, or
-/// fails when `CI` is set (a test never passes by skipping there).
-fn installed(program: &str, package: &str) -> bool {
-    let found = Command::new(program)
-        .arg("--version")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .status()
-        .is_ok_and(|status| status.success());
-    if !found {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "{program} is missing: apt-get install {package}"
-        );
-        println!("skipped: {program} is missing (apt-get install {package})");
-    }
-    found
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn under_a_low_fd_limit_a_new_client_gets_an_answer_not_a_hang() {
-    if !installed("prlimit", "util-linux") {
+    if !sluice_testkit::tool_available("prlimit", &["--version"], "apt-get install util-linux") {
         return;
     }
     let d = Running::start("", &["prlimit", "--nofile=256", "--"]);
@@ -442,7 +423,7 @@ async fn resp_reply(addr: SocketAddr) -> std::io::Result<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn at_the_fd_limit_every_client_turned_away_reads_its_answer_not_a_reset() {
-    if !installed("prlimit", "util-linux") {
+    if !sluice_testkit::tool_available("prlimit", &["--version"], "apt-get install util-linux") {
         return;
     }
     let resp: SocketAddr = format!("127.0.0.1:{}", sluice_testkit::free_port())

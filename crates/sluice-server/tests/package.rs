@@ -11,7 +11,7 @@
 
 use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -31,33 +31,14 @@ struct Package {
     tree: PathBuf,
 }
 
-/// Whether `program args` runs; when it does not, says the test is skipped and why, or
-/// fails it when `CI` is set.
-fn have(program: &str, args: &[&str], install: &str) -> bool {
-    let found = Command::new(program)
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|status| status.success());
-    if !found {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "{program} is missing ({install})"
-        );
-        eprintln!("skipped: {program} is missing ({install})");
-    }
-    found
-}
-
 /// The package, or `None` (with a message) when dpkg-deb or cargo-deb is missing.
 fn package() -> Option<&'static Package> {
     static PACKAGE: OnceLock<Option<Package>> = OnceLock::new();
     PACKAGE
         .get_or_init(|| {
             let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-            if !have("dpkg-deb", &["--version"], "apt-get install dpkg")
-                || !have(
+            if !sluice_testkit::tool_available("dpkg-deb", &["--version"], "apt-get install dpkg")
+                || !sluice_testkit::tool_available(
                     &cargo,
                     &["deb", "--version"],
                     "cargo install --locked cargo-deb",
@@ -281,7 +262,8 @@ fn the_packaged_config_is_the_reference_config_on_the_run_socket() {
 #[test]
 fn systemd_analyze_verify_accepts_both_units() {
     let Some(package) = package() else { return };
-    if !have("systemd-analyze", &["--version"], "apt-get install systemd") {
+    if !sluice_testkit::tool_available("systemd-analyze", &["--version"], "apt-get install systemd")
+    {
         return;
     }
     let socket = unit(package, "sluiced.socket");
@@ -327,7 +309,8 @@ fn systemd_analyze_verify_accepts_both_units() {
 #[test]
 fn systemd_analyze_security_rates_the_service_ok_or_safe() {
     let Some(package) = package() else { return };
-    if !have("systemd-analyze", &["--version"], "apt-get install systemd") {
+    if !sluice_testkit::tool_available("systemd-analyze", &["--version"], "apt-get install systemd")
+    {
         return;
     }
     let out = Command::new("systemd-analyze")
@@ -424,7 +407,7 @@ fn serve_activated(package: &Package, config: &Path, policy: &str, remaining: [u
 }
 
 fn have_socket_activate() -> bool {
-    have(
+    sluice_testkit::tool_available(
         "systemd-socket-activate",
         &["--version"],
         "apt-get install systemd",

@@ -25,8 +25,45 @@ pub use proxy::{LatencyProxy, Partition};
 const INSTALL_HINT: &str = "redis-server / redis-cli not found: install them with \
     `apt-get install -y redis-server redis-tools` (Debian/Ubuntu); the Redis tests never skip";
 
-/// Ports handed out by this process, so two servers started concurrently never race for one.
-static TAKEN: Mutex<Vec<u16>> = Mutex::new(Vec::new());
+/// Ports handed out by this process, each with its lock file held (and locked) until the
+/// process exits: two servers started concurrently never race for one, in this process or in
+/// another test process on the machine (test binaries run side by side).
+static TAKEN: Mutex<Vec<(u16, std::fs::File)>> = Mutex::new(Vec::new());
+
+/// Claims `port` for this process: its lock file under the temporary directory, locked
+/// (`flock`) until the process exits, which the kernel releases even after a crash.
+fn claim(port: u16) -> Option<std::fs::File> {
+    let dir = std::env::temp_dir().join("sluice-test-ports");
+    std::fs::create_dir_all(&dir).ok()?;
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(dir.join(port.to_string()))
+        .ok()?;
+    file.try_lock().ok()?;
+    Some(file)
+}
+
+/// Whether `program` runs (`program ARGS`, e.g. `--version`). A test that needs a missing
+/// tool fails when `CI` is set, naming how to install it (`install`): CI never counts a
+/// skipped check as passed; elsewhere it says it is skipped.
+pub fn tool_available(program: &str, args: &[&str], install: &str) -> bool {
+    let found = Command::new(program)
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|status| status.success());
+    if !found {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "{program} is missing ({install})"
+        );
+        eprintln!("skipped: {program} is missing ({install})");
+    }
+    found
+}
 
 fn require_tools() {
     for tool in ["redis-server", "redis-cli"] {
@@ -56,10 +93,14 @@ pub fn free_port() -> u16 {
             },
             Err(_) => continue,
         };
-        if port >= 55_000 || taken.contains(&port) || !port_free(port + 10_000) {
+        if port >= 55_000
+            || taken.iter().any(|(held, _)| *held == port)
+            || !port_free(port + 10_000)
+        {
             continue;
         }
-        taken.push(port);
+        let Some(lock) = claim(port) else { continue };
+        taken.push((port, lock));
         return port;
     }
     panic!("no free loopback port found");
