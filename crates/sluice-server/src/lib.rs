@@ -2,43 +2,57 @@
 //!
 //! # Layout
 //!
-//! - [`config`]: the TOML file as written ([`config::schema`]), where it comes from
-//!   ([`config::load`]) and the one compile step into typed [`config::Settings`], used by start,
-//!   SIGHUP reload and `--check-config` alike; [`config_watch`]: a changed file reloads as
-//!   SIGHUP does.
-//! - [`policy`]: policies compiled for the check path (parameters, header values, metric
-//!   slots); [`overrides`]: the file's policies merged with the run-time overrides.
-//! - [`app`]: [`App`], the state every listener shares (limiter, clock, policies and rules).
-//! - [`stores`]: the stores the settings describe (memory, Redis, Cluster, and with
-//!   `[region]` the global and replicated stores), built in one place from the clients of
-//!   [`clients`]; [`health`]: whether
-//!   a Redis backend's checks get answers (outage logs, readiness, rebuilding its client).
-//! - [`limiter`]: the one place that calls a store: resolves a check against its policy,
-//!   bounds the call, applies fail and shadow modes, records metrics and spans.
-//! - [`http`]: the HTTP API (check, forward-auth, top, admin, the operational routes) and
-//!   [`http::answer`], the body and headers of a decision; [`rls`]: the Envoy RLS over gRPC;
-//!   [`resp`]: the Redis protocol (`SLUICE.CHECK`, redis-cell's `CL.THROTTLE`).
-//! - [`server`]: sockets and lifecycle (binding the Unix socket safely, serving every
-//!   listener, graceful stop); `main.rs` only parses arguments and turns signals into
-//!   reloads and a stop.
+//! What the daemon decides sits in [`service`], free of any transport; the transports call
+//! into it, [`server`] accepts their connections, and [`daemon`] wires the two. No top-level
+//! module imports one that imports it (a test of the repository says so).
+//!
+//! - [`config`]: a leaf: the TOML file as written ([`config::schema`]), where it comes from
+//!   ([`config::load`]) and its compile into typed [`config::Settings`]; [`config_watch`]: a
+//!   changed file reloads as SIGHUP does.
+//! - [`service`]: [`App`] and its reload; the one compile of a configuration
+//!   ([`service::compile`]: the settings, the policies and the RLS rules, used by start,
+//!   SIGHUP and `--check-config` alike); [`service::policy`], [`service::overrides`],
+//!   [`service::rls_rules`]; the stores ([`service::stores`], [`service::clients`],
+//!   [`service::health`]); [`service::limiter`], the one place that calls a store; and
+//!   [`service::answer`] / [`service::json`], what a decision is answered with.
+//! - Transports: [`http`] (the check API, forward-auth, top, admin, the operational
+//!   routes), [`rls`] (the Envoy RLS over gRPC), [`resp`] (`SLUICE.CHECK`, redis-cell's
+//!   `CL.THROTTLE`).
+//! - [`server`]: sockets and lifecycle for any protocol (binding, the connection gate, the
+//!   accept loop, the lingering close, the stop); [`daemon`]: every listener served with its
+//!   protocol and the service's background work; `main.rs` only parses arguments and turns
+//!   signals and file changes into reloads and a stop.
 //! - [`metrics`], [`histogram`], [`telemetry`], [`top`]: what the daemon reports about itself;
-//!   [`exposition`]: the text format `/metrics` answers in.
+//!   [`exposition`]: the text format `/metrics` answers in; [`clock`]: the time checks are
+//!   stamped with.
 //! - [`testing`] (feature `test-support`): an in-process daemon for every crate's tests.
 //!
 //! # One check, from the socket to the store and back
 //!
-//! 1. [`daemon::serve`] accepts the connection on the Unix socket or TCP listener and hands
-//!    it to the router of [`http`].
-//! 2. `POST /v1/check` is parsed in `http::check` without copying its strings into a
-//!    [`limiter::CheckInput`].
-//! 3. [`limiter::Limiter`] looks the policy and tier up in the current
-//!    [`policy::PolicySet`] (swapped whole on reload), refuses a cost above capacity, and routes
-//!    by scope to a store of [`stores::Stores`].
-//! 4. The store decides with the algorithm of `sluice-core` (in process memory, or one Lua
-//!    script on Redis), bounded by `backend.timeout`; a failure becomes the policy's fail mode.
-//! 5. The limiter records the decision (metrics, top keys, the span) and returns a
-//!    [`limiter::Verdict`], which [`http::answer`] turns into the body and the rate-limit
-//!    headers of the response.
+//! Over HTTP (`POST /v1/check`):
+//! 1. `daemon.rs` runs the accept loop of `server/accept.rs` on the listener; the gate of
+//!    `server/gate.rs` admits the connection (or answers 503 and closes it by
+//!    `server/linger.rs`), and `server/connection.rs` serves it with hyper under the header
+//!    and idle timeouts.
+//! 2. The router of `http/mod.rs` hands the request to `http/check.rs`, which parses the body
+//!    without copying its strings into a [`service::limiter::CheckInput`].
+//! 3. `service/limiter/mod.rs` starts the span; `service/limiter/decide.rs` resolves the check
+//!    against the current policies of `service/policy.rs` (swapped whole on reload) and
+//!    refuses a cost above capacity; `service/limiter/call.rs` routes it by scope to a store
+//!    of `service/stores.rs` (on Redis through `service/health.rs`) and times the call.
+//! 4. The store (`sluice-store`) decides with the algorithm of `sluice-core`: in process
+//!    memory, or one Lua script on Redis (grouped with the checks queued behind a call in
+//!    flight), bounded by `backend.timeout`.
+//! 5. `service/limiter/verdict.rs` applies shadow mode, or the fail mode of a store failure,
+//!    and records the metrics and top keys; `service/answer.rs` turns the verdict into the
+//!    body and the rate-limit headers, written by `service/json.rs`, and the answer goes back
+//!    on the connection.
+//!
+//! Over RESP (`SLUICE.CHECK`): steps 1 and 3–5 as above, with `resp/mod.rs` as the
+//! connection handler: `resp/connection.rs` reads what the client sent, `resp/frame.rs`
+//! decodes the frames, `resp/command.rs` reads each into a command, `resp/answer.rs` decides
+//! every check of the read at once through the limiter, and `resp/reply.rs` writes the
+//! replies in one write.
 
 pub mod clock;
 pub mod config;

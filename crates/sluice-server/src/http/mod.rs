@@ -5,7 +5,8 @@
 //!   caller is (the trusted identity header or address);
 //! - [`top`]: `GET /v1/top`;
 //! - [`admin`]: run-time limit overrides (only with `admin.token`);
-//! - [`answer`]: the body and headers of a decision, shared with the Envoy RLS;
+//! - the body and headers of a decision come from [`crate::service::answer`], shared with the
+//!   Envoy RLS and RESP;
 //! - [`error`]: the JSON error shape and body parsing;
 //! - [`large_bodies`]: the 413 of a declared body over the limit, before it is read.
 //!
