@@ -218,12 +218,18 @@ mod tests {
     /// slow machine makes the test weaker, never wrong.
     const APART: Duration = Duration::from_millis(600);
 
-    #[tokio::test]
-    async fn a_burst_of_writes_is_one_change_and_the_same_bytes_none() {
+    /// A directory holding `sluice.toml` with `text`, and a watch of that file.
+    fn watched(text: &str) -> (tempfile::TempDir, PathBuf, ConfigWatch) {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("sluice.toml");
-        std::fs::write(&path, "a").unwrap();
-        let mut watch = ConfigWatch::start(&path, Duration::from_millis(100)).unwrap();
+        std::fs::write(&path, text).unwrap();
+        let watch = ConfigWatch::start(&path, Duration::from_millis(100)).unwrap();
+        (dir, path, watch)
+    }
+
+    #[tokio::test]
+    async fn a_burst_of_writes_is_one_change_and_the_same_bytes_none() {
+        let (dir, path, mut watch) = watched("a");
 
         // The same bytes again, and another file of the directory: no change.
         replace(&path, "a");
@@ -250,10 +256,7 @@ mod tests {
 
     #[tokio::test]
     async fn an_edit_reloaded_by_a_signal_is_not_reported_again() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("sluice.toml");
-        std::fs::write(&path, "a").unwrap();
-        let mut watch = ConfigWatch::start(&path, Duration::from_millis(100)).unwrap();
+        let (_dir, path, mut watch) = watched("a");
 
         replace(&path, "b");
         watch.reloaded();

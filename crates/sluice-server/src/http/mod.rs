@@ -220,15 +220,7 @@ mod tests {
 
     #[tokio::test]
     async fn the_metrics_listener_serves_the_probes_and_no_api() {
-        let settings = testing::settings(GUARDED);
-        let clock = Arc::new(ManualClock::new(5_000));
-        let stores = Stores::build(
-            &settings.settings.backend,
-            &settings.settings.region,
-            clock.clone(),
-        )
-        .unwrap();
-        let router = metrics_router(App::new(settings, stores, clock));
+        let router = metrics_router(memory_app(GUARDED));
         for (path, status) in [
             ("/healthz", StatusCode::OK),
             ("/readyz", StatusCode::OK),
@@ -241,8 +233,8 @@ mod tests {
         }
     }
 
-    /// The status and JSON body of `request` on a memory-backed daemon serving `toml`.
-    async fn answer(toml: &str, request: http::Request<Body>) -> (StatusCode, serde_json::Value) {
+    /// An app serving `toml` on the stores it names, at a fixed time.
+    fn memory_app(toml: &str) -> App {
         let settings = testing::settings(toml);
         let clock = Arc::new(ManualClock::new(5_000));
         let stores = Stores::build(
@@ -251,10 +243,12 @@ mod tests {
             clock.clone(),
         )
         .unwrap();
-        let response = router(App::new(settings, stores, clock))
-            .oneshot(request)
-            .await
-            .unwrap();
+        App::new(settings, stores, clock)
+    }
+
+    /// The status and JSON body of `request` on a memory-backed daemon serving `toml`.
+    async fn answer(toml: &str, request: http::Request<Body>) -> (StatusCode, serde_json::Value) {
+        let response = router(memory_app(toml)).oneshot(request).await.unwrap();
         let status = response.status();
         assert_eq!(
             response.headers()[CONTENT_TYPE],
