@@ -101,7 +101,11 @@ describe('SluiceClient against sluiced', { skip: bin === null }, () => {
   });
 
   it('keeps its connections: many checks share at most maxSockets sockets', async () => {
-    const pooled = new SluiceClient({ socketPath: daemon.socketPath, maxSockets: 4 });
+    const pooled = new SluiceClient({
+      socketPath: daemon.socketPath,
+      maxSockets: 4,
+      timeoutMs: 5000,
+    });
     try {
       const before = daemon.connections();
       for (let round = 0; round < 5; round += 1) {
@@ -119,7 +123,7 @@ describe('SluiceClient against sluiced', { skip: bin === null }, () => {
 
   it('a hung daemon: the call fails within its timeout, typed as unavailable', async () => {
     const quick = new SluiceClient({ socketPath: daemon.socketPath, timeoutMs: 50 });
-    daemon.pause();
+    await daemon.pause();
     try {
       await assert.rejects(quick.check('fw', fresh('hung')), (error) => {
         assert.ok(error instanceof SluiceUnavailableError);
@@ -171,6 +175,11 @@ describe('SluiceClient options', () => {
     assert.throws(() => new SluiceClient({ url: 'ftp://x' }), /http:\/\/HOST:PORT/);
     assert.throws(() => new SluiceClient({ maxSockets: 0 }), /maxSockets/);
     assert.throws(() => new SluiceClient({ timeoutMs: 0 }), /timeoutMs/);
+  });
+
+  it('times out after 50 ms unless told otherwise', () => {
+    assert.equal(new SluiceClient().timeoutMs, 50);
+    assert.equal(new SluiceClient({ timeoutMs: 20 }).timeoutMs, 20);
   });
 
   it('defaults to $SLUICE_SOCKET, else /tmp/sluiced.sock', () => {

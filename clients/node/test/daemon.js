@@ -2,7 +2,7 @@
 // a config the tests write, and stops it when asked or when the test process exits.
 
 import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
 import os from 'node:os';
@@ -130,10 +130,28 @@ export class Daemon {
     clearTimeout(killer);
   }
 
-  /** Freezes the daemon: connections are accepted by the kernel and never answered. */
-  pause() {
+  /**
+   * Freezes the daemon: connections are accepted by the kernel and never answered. A stop
+   * reaches each thread when it is next scheduled, so this waits until every one has stopped.
+   */
+  async pause() {
     this.child?.kill('SIGSTOP');
     this.paused = true;
+    const tasks = `/proc/${this.pid}/task`;
+    const deadline = Date.now() + 5000;
+    while (Date.now() < deadline) {
+      const states = readdirSync(tasks).map((tid) => {
+        try {
+          // Field 3 of stat, after the parenthesised command name: T = stopped.
+          return readFileSync(`${tasks}/${tid}/stat`, 'utf8').split(') ')[1]?.[0];
+        } catch {
+          return 'T'; // the thread ended
+        }
+      });
+      if (states.every((state) => state === 'T')) return;
+      await new Promise((resolve) => setTimeout(resolve, 5));
+    }
+    throw new Error('sluiced did not stop on SIGSTOP');
   }
 
   resume() {
