@@ -175,7 +175,10 @@ export class Daemon {
   }
 }
 
-/** The config the middleware tests share: small limits, a tiered policy, one named endpoint. */
+/**
+ * The config the tests share: small limits, a tiered policy, one named endpoint. Windows are
+ * aligned to unix time, so they last a week: a test never sees its window end midway.
+ */
 export function memoryConfig(socketPath) {
   return `
 [listen]
@@ -189,23 +192,23 @@ kind = "memory"
 [policies.fw]
 algorithm = "fixed_window"
 limit = 3
-window = "60s"
+window = "7d"
 
 [policies.tiered]
 algorithm = "fixed_window"
 limit = 5
-window = "60s"
+window = "7d"
 tiers = { pro = { limit = 10 } }
 endpoints = ["/orders/:id"]
 
 [policies.roomy]
 algorithm = "fixed_window"
 limit = 1000000
-window = "60s"
+window = "7d"
 `;
 }
 
-/** A daemon whose only policy fails closed, on a Redis backend nothing listens for. */
+/** A daemon on a Redis backend nothing listens for: one policy fails closed, one open. */
 export function failClosedConfig(redisPort) {
   return (socketPath) => `
 [listen]
@@ -221,7 +224,13 @@ timeout = "50ms"
 [policies.closed]
 algorithm = "fixed_window"
 limit = 3
-window = "60s"
+window = "7d"
 fail = "closed"
+
+[policies.opened]
+algorithm = "fixed_window"
+limit = 3
+window = "7d"
+fail = "open"
 `;
 }

@@ -43,6 +43,7 @@ middlewareSuite('express', async ({ client, closedClient }) => {
     ok,
   );
   app.get('/passthrough', sluice.express({ client: closedClient, policy: 'closed', key: keyed }), ok);
+  app.get('/degraded', sluice.express({ client: closedClient, policy: 'opened', key: keyed }), ok);
 
   const server = await new Promise((resolve) => {
     const s = app.listen(0, '127.0.0.1', () => resolve(s));

@@ -47,6 +47,7 @@ middlewareSuite('fastify', async ({ client, closedClient }) => {
     ok,
   );
   app.get('/passthrough', guard({ client: closedClient, policy: 'closed', key: keyed }), ok);
+  app.get('/degraded', guard({ client: closedClient, policy: 'opened', key: keyed }), ok);
 
   const url = await app.listen({ port: 0, host: '127.0.0.1' });
   return { url, close: () => app.close() };

@@ -6,6 +6,7 @@
 //   GET /orders/:id   policy tiered, key "k:<x-key>", cost from x-cost, tier from x-tier
 //   GET /custom       policy fw, key "k:<x-key>", onDenied answers 429 {"denied_by":"app"}
 //   GET /passthrough  the fail-closed daemon's client, policy closed, key "k:<x-key>"
+//   GET /degraded     the same client, policy opened (fail open), key "k:<x-key>"
 // Every handler answers "ok".
 
 import assert from 'node:assert/strict';
@@ -190,6 +191,13 @@ export function middlewareSuite(framework, buildApp) {
       assert.equal(res.headers['Retry-After'], sluiced.headers['Retry-After']);
       assert.deepEqual(res.headers, sluiced.headers);
       assert.equal(res.res.headers.get('content-type'), sluiced.contentType);
+    });
+
+    it("sluiced's degraded answer (fail-open policy, backend down) carries its header", async () => {
+      const res = await get('/degraded', { 'x-key': fresh('degraded') });
+      assert.equal(res.status, 200);
+      assert.equal(res.body.toString(), 'ok');
+      assert.equal(res.headers['X-RateLimit-Degraded'], '1');
     });
 
     it('a hung daemon: fail open after the timeout, counted and logged once', async () => {
