@@ -2,7 +2,7 @@
 # Benchmarks the Node client and middleware against the sluiced named by $SLUICED (not a test):
 # the bare client call vs the added latency of the Express and Fastify middleware under wrk, and
 # the connections sluiced holds under load. Prints a markdown table.
-# Env: SLUICED (required), BENCH_SECONDS (per wrk run, default 5), BENCH_N (bare calls, 5000).
+# Env: SLUICED (required), BENCH_SECONDS (per wrk run, default 3), BENCH_N (bare calls per round, 3000), BENCH_ROUNDS (3).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")"
 

@@ -4,7 +4,10 @@
 //      connection: added latency = with - without, and its ratio to (a);
 //  (c) per framework, the middleware route under wrk at 32 connections: the most connections
 //      sluiced held meanwhile (read from /proc/net/unix), which the pool (16) must bound.
-// Prints a markdown table. Env: SLUICED (required), BENCH_SECONDS (default 5), BENCH_N (5000).
+// (a) and (b) alternate in BENCH_ROUNDS rounds and each row is the median over the rounds, so a
+// burst of load from elsewhere on the machine skews one round, not the table.
+// Prints a markdown table. Env: SLUICED (required), BENCH_SECONDS (per wrk run, default 3),
+// BENCH_N (bare calls per round, default 3000), BENCH_ROUNDS (default 3).
 
 import { spawn, execFile } from 'node:child_process';
 import { once } from 'node:events';
@@ -13,8 +16,9 @@ import { SluiceClient } from '../src/index.js';
 import { Daemon, sluicedBinary } from '../test/daemon.js';
 
 const run = promisify(execFile);
-const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
-const N = Number(process.env.BENCH_N ?? 5000);
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 3);
+const N = Number(process.env.BENCH_N ?? 3000);
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const LOAD_CONNECTIONS = 32;
 const POOL = 16;
 
@@ -34,18 +38,23 @@ window = "60s"
 `;
 
 const us = (ms) => (ms * 1000).toFixed(1);
+const median = (values) => {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.floor(sorted.length / 2)];
+};
+/** The median of each field over the rounds. */
+const medians = (rounds) =>
+  Object.fromEntries(Object.keys(rounds[0]).map((k) => [k, median(rounds.map((r) => r[k]))]));
 
 /** N sequential checks on one client: mean and p50 in ms. */
-async function bareClient(socketPath) {
-  const client = new SluiceClient({ socketPath, timeoutMs: 1000 });
-  for (let i = 0; i < 1000; i += 1) await client.check('roomy', 'ip:127.0.0.1');
+async function bareClient(client) {
+  for (let i = 0; i < 500; i += 1) await client.check('roomy', 'ip:127.0.0.1');
   const times = new Float64Array(N);
   for (let i = 0; i < N; i += 1) {
     const start = process.hrtime.bigint();
     await client.check('roomy', 'ip:127.0.0.1');
     times[i] = Number(process.hrtime.bigint() - start) / 1e6;
   }
-  client.close();
   times.sort();
   const mean = times.reduce((a, b) => a + b, 0) / N;
   return { mean, p50: times[Math.floor(N / 2)] };
@@ -104,24 +113,33 @@ if (bin === null) {
 }
 const daemon = await Daemon.start(bin, config);
 try {
-  const bare = await bareClient(daemon.socketPath);
-  const rows = [
-    `| (a) bare client check, ${N} sequential | ${us(bare.mean)} | ${us(bare.p50)} | | |`,
-  ];
+  const bareRounds = [];
+  const rows = [];
   const notes = [];
   for (const framework of ['express', 'fastify']) {
     const app = await startApp(framework, daemon.socketPath);
     // Warm both routes (JIT, the pool) before measuring.
     await wrk(`${app.url}/plain`, 1);
     await wrk(`${app.url}/limited`, 1);
-    const without = await wrk(`${app.url}/plain`, 1);
-    const withMw = await wrk(`${app.url}/limited`, 1);
+    const plainRounds = [];
+    const limitedRounds = [];
+    const bareClientOf = new SluiceClient({ socketPath: daemon.socketPath, timeoutMs: 1000 });
+    for (let round = 0; round < ROUNDS; round += 1) {
+      bareRounds.push(await bareClient(bareClientOf));
+      plainRounds.push(await wrk(`${app.url}/plain`, 1));
+      limitedRounds.push(await wrk(`${app.url}/limited`, 1));
+    }
+    // Closed now so that the connections counted under load are the app's alone.
+    bareClientOf.close();
+    const bare = medians(bareRounds.slice(-ROUNDS));
+    const without = medians(plainRounds);
+    const withMw = medians(limitedRounds);
     const added = withMw.mean - without.mean;
     const addedP50 = withMw.p50 - without.p50;
     rows.push(
       `| ${framework} route without middleware, wrk c=1 | ${us(without.mean)} | ${us(without.p50)} | ${without.rps.toFixed(0)} | |`,
       `| ${framework} route with middleware, wrk c=1 | ${us(withMw.mean)} | ${us(withMw.p50)} | ${withMw.rps.toFixed(0)} | |`,
-      `| **${framework} added per request** (with − without) | ${us(added)} | ${us(addedP50)} | | **${(added / bare.mean).toFixed(2)}×** (p50 ${(addedP50 / bare.p50).toFixed(2)}×) |`,
+      `| **${framework} added per request** (with − without) | ${us(added)} | ${us(addedP50)} | | **${(added / bare.mean).toFixed(2)}×** the bare call (p50 ${(addedP50 / bare.p50).toFixed(2)}×; bare in these rounds ${us(bare.mean)} / ${us(bare.p50)} µs) |`,
     );
     const loadWithout = await wrk(`${app.url}/plain`, LOAD_CONNECTIONS);
     let most = 0;
@@ -133,14 +151,19 @@ try {
     most = Math.max(most, daemon.connections());
     rows.push(
       `| ${framework} without middleware, wrk c=${LOAD_CONNECTIONS} | ${us(loadWithout.mean)} | ${us(loadWithout.p50)} | ${loadWithout.rps.toFixed(0)} | |`,
-      `| ${framework} with middleware, wrk c=${LOAD_CONNECTIONS} | ${us(loadWith.mean)} | ${us(loadWith.p50)} | ${loadWith.rps.toFixed(0)} | sluiced held ≤ ${most} connections (pool ${POOL}) |`,
+      `| ${framework} with middleware, wrk c=${LOAD_CONNECTIONS} | ${us(loadWith.mean)} | ${us(loadWith.p50)} | ${loadWith.rps.toFixed(0)} | sluiced held at most ${most} connections (pool ${POOL}) |`,
     );
     const failed = await app.stop();
-    notes.push(`${framework}: failed checks during the run: ${failed}`);
+    notes.push(`${framework}: checks that failed (timeout) during the run: ${failed}`);
   }
-  console.log(`node ${process.version}, wrk ${SECONDS}s per row, sluiced memory backend, Unix socket\n`);
+  const bare = medians(bareRounds);
+  console.log(
+    `node ${process.version}, sluiced memory backend over a Unix socket; ${ROUNDS} rounds ` +
+      `alternating (a) ${N} sequential calls and wrk c=1 ${SECONDS}s per route, medians shown\n`,
+  );
   console.log('| measure | mean µs | p50 µs | req/s | ratio / note |');
   console.log('|---|---|---|---|---|');
+  console.log(`| (a) bare client check, ${N} sequential | ${us(bare.mean)} | ${us(bare.p50)} | | |`);
   for (const row of rows) console.log(row);
   console.log('');
   for (const note of notes) console.log(note);

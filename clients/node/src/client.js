@@ -218,7 +218,8 @@ export class SluiceClient {
         if (error) reject(error);
         else resolve(decision);
       };
-      const timer = setTimeout(() => {
+      const expire = () => {
+        if (settled) return;
         settle(
           new SluiceUnavailableError(
             `no answer from sluiced at ${this.#where} within ${timeoutMs} ms`,
@@ -226,7 +227,11 @@ export class SluiceClient {
           ),
         );
         current?.destroy();
-      }, timeoutMs);
+      };
+      // Timers run before the loop reads sockets: on a busy loop an answer that arrived in time
+      // may still be unread when the timer fires. setImmediate runs after this iteration's
+      // reads, so such an answer wins, and a true hang costs one loop iteration more.
+      const timer = setTimeout(() => setImmediate(expire), timeoutMs);
 
       const attempt = (mayRetry) => {
         const req = http.request({
