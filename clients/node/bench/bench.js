@@ -123,22 +123,28 @@ try {
     await wrk(`${app.url}/limited`, 1);
     const plainRounds = [];
     const limitedRounds = [];
+    const inAppRounds = [];
     const bareClientOf = new SluiceClient({ socketPath: daemon.socketPath, timeoutMs: 1000 });
     for (let round = 0; round < ROUNDS; round += 1) {
       bareRounds.push(await bareClient(bareClientOf));
       plainRounds.push(await wrk(`${app.url}/plain`, 1));
+      await fetch(`${app.url}/stats`); // resets
       limitedRounds.push(await wrk(`${app.url}/limited`, 1));
+      const { mean, p50 } = await (await fetch(`${app.url}/stats`)).json();
+      inAppRounds.push({ mean, p50 });
     }
     // Closed now so that the connections counted under load are the app's alone.
     bareClientOf.close();
     const bare = medians(bareRounds.slice(-ROUNDS));
     const without = medians(plainRounds);
     const withMw = medians(limitedRounds);
+    const inApp = medians(inAppRounds);
     const added = withMw.mean - without.mean;
     const addedP50 = withMw.p50 - without.p50;
     rows.push(
       `| ${framework} route without middleware, wrk c=1 | ${us(without.mean)} | ${us(without.p50)} | ${without.rps.toFixed(0)} | |`,
       `| ${framework} route with middleware, wrk c=1 | ${us(withMw.mean)} | ${us(withMw.p50)} | ${withMw.rps.toFixed(0)} | |`,
+      `| ${framework}: the check itself, timed inside the app during the c=1 run | ${us(inApp.mean)} | ${us(inApp.p50)} | | |`,
       `| **${framework} added per request** (with − without) | ${us(added)} | ${us(addedP50)} | | **${(added / bare.mean).toFixed(2)}×** the bare call (p50 ${(addedP50 / bare.p50).toFixed(2)}×; bare in these rounds ${us(bare.mean)} / ${us(bare.p50)} µs) |`,
     );
     const loadWithout = await wrk(`${app.url}/plain`, LOAD_CONNECTIONS);
