@@ -11,6 +11,7 @@ use crate::config::{RegionSettings, Settings};
 use crate::limiter::Limiter;
 use crate::metrics::Metrics;
 use crate::overrides::RuntimeLimits;
+use crate::slo::StatusWindow;
 use crate::stores::Stores;
 
 /// The bound on store calls when the settings have none (process memory cannot hang; a test
@@ -35,6 +36,8 @@ pub struct App {
     pub forward_auth: Arc<ArcSwap<crate::config::forward_auth::CallerRules>>,
     /// `[region]` as started: a reload cannot change it.
     pub region: Arc<RegionSettings>,
+    /// The last hour of every policy (`GET /v1/status`).
+    pub status: Arc<StatusWindow>,
 }
 
 impl App {
@@ -49,6 +52,7 @@ impl App {
             timeout,
         )
         .with_region(stores.region);
+        let status = StatusWindow::new(&limiter, clock.now_ms());
         App {
             limiter: Arc::new(limiter),
             clock,
@@ -58,6 +62,7 @@ impl App {
             rls: Arc::new(ArcSwap::from_pointee(settings.rls)),
             forward_auth: Arc::new(ArcSwap::from_pointee(settings.forward_auth)),
             region: Arc::new(settings.region),
+            status: Arc::new(status),
         }
     }
 }

@@ -21,6 +21,7 @@
 //!   listener, graceful stop); `main.rs` only parses arguments and turns signals into
 //!   reloads and a stop.
 //! - [`metrics`], [`histogram`], [`telemetry`], [`top`]: what the daemon reports about itself;
+//!   [`slo`]: the last hour of every policy and its SLO burn rates (`GET /v1/status`);
 //!   [`exposition`]: the text format `/metrics` answers in.
 //! - [`testing`] (feature `test-support`): an in-process daemon for every crate's tests.
 //!
@@ -54,6 +55,7 @@ pub mod policy;
 pub mod resp;
 pub mod rls;
 pub mod server;
+pub mod slo;
 pub mod stores;
 pub mod telemetry;
 #[cfg(any(test, feature = "test-support"))]

@@ -30,6 +30,9 @@ enum Shape {
     Batch,
 }
 
+/// When a check's decision started, and its sampled trace (the latency exemplar).
+type Started = (Instant, Option<u128>);
+
 /// Where a scope's checks go: the store, the bound on its calls, its `backend` timing label.
 type Route<'a> = (&'a dyn Store, Option<Duration>, Option<&'static str>);
 
@@ -385,6 +388,7 @@ impl Limiter {
                         .ok_or_else(|| StoreError::Backend("the store answered no decision".into()))
                 }),
         };
+        let started = (started, telemetry::trace_id(span));
         match decided {
             Ok(decision) => Ok(self.verdict(one, decision, now_ms, started)),
             Err(err) => self
@@ -443,7 +447,7 @@ impl Limiter {
                 });
             }
         }
-        let started = Instant::now();
+        let started = (Instant::now(), telemetry::trace_id(span));
         let checks: Vec<Check<'_>> = resolved.iter().map(|r| r.check).collect();
         let mut decisions = match self.call_store_all(&checks, scope, now_ms, span).await {
             Ok(decisions) => decisions,
@@ -579,8 +583,9 @@ impl Limiter {
         err: Option<&StoreError>,
     ) {
         if let (Some(backend), Some(started)) = (redis, started) {
+            let seconds = started.elapsed().as_secs_f64();
             self.metrics
-                .backend_call(backend, op, started.elapsed().as_secs_f64());
+                .backend_call(backend, op, seconds, telemetry::trace_id(span));
         }
         if let Some(err) = err
             && err.is_backend_failure()
@@ -595,7 +600,7 @@ impl Limiter {
         r: Resolved<'_>,
         decision: Decision,
         now_ms: u64,
-        started: Instant,
+        started: Started,
     ) -> Verdict {
         let shadow = r.policy.shadow;
         // Shadow denials count as rejections here: they are who the policy would limit.
@@ -640,7 +645,7 @@ impl Limiter {
         }
     }
 
-    fn record(&self, r: &Resolved<'_>, allowed: bool, started: Instant) {
+    fn record(&self, r: &Resolved<'_>, allowed: bool, (started, trace): Started) {
         let policy = &r.policy;
         policy
             .meters
@@ -656,6 +661,7 @@ impl Limiter {
             &self.metrics,
             started.elapsed().as_secs_f64(),
             &policy.name,
+            trace,
         );
     }
 
@@ -666,7 +672,7 @@ impl Limiter {
         resolved: Vec<Resolved<'_>>,
         err: &StoreError,
         now_ms: u64,
-        started: Instant,
+        started: Started,
     ) -> Result<Vec<Verdict>, LimitError> {
         if let StoreError::Check(CheckError::CostExceedsCapacity { cost, capacity }) = err {
             let (policy, field) = match resolved.as_slice() {
