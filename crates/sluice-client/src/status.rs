@@ -39,7 +39,8 @@ pub fn table(status: &StatusResponse) -> String {
             p.rejected_ratio * 100.0,
             p.fail_open,
             p.fail_closed,
-            p.p99_ms.map_or_else(|| "-".to_owned(), |ms| format!("{ms:.2}ms")),
+            p.p99_ms
+                .map_or_else(|| "-".to_owned(), |ms| format!("{ms:.2}ms")),
             format!("{:.2}", p.burn_rate.availability_1h),
             format!("{:.2}", p.burn_rate.latency_1h),
             flag(p),
@@ -105,11 +106,22 @@ mod tests {
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines.len(), 5, "{text}");
         assert!(lines[2].starts_with("public"), "{text}");
-        for cell in ["1200", "25.00%", "3", "0.46ms", "2.49", "20.00", "! burning"] {
+        for cell in [
+            "1200",
+            "25.00%",
+            "3",
+            "0.46ms",
+            "2.49",
+            "20.00",
+            "! burning",
+        ] {
             assert!(lines[2].contains(cell), "{cell} in {}", lines[2]);
         }
         assert_eq!(lines[3], "  limited: user:7 (290 rejected)");
-        assert!(lines[4].starts_with("idle") && lines[4].contains(" - "), "{text}");
+        assert!(
+            lines[4].starts_with("idle") && lines[4].contains(" - "),
+            "{text}"
+        );
         assert!(!lines[4].contains("burning"));
         assert_eq!(
             table(&StatusResponse {

@@ -171,7 +171,10 @@ async fn a_down_backend_burns_the_availability_budget() {
     let status = status_json(&d.socket).await;
     let closed = &status.policies[0];
     assert_eq!(closed.policy, "closed");
-    assert_eq!((closed.checks, closed.fail_open, closed.fail_closed), (0, 0, 3));
+    assert_eq!(
+        (closed.checks, closed.fail_open, closed.fail_closed),
+        (0, 0, 3)
+    );
     assert!((closed.burn_rate.availability_1h - 1000.0).abs() < 1e-6);
     let open = &status.policies[1];
     assert_eq!((open.checks, open.fail_open, open.fail_closed), (7, 7, 0));
@@ -181,7 +184,10 @@ async fn a_down_backend_burns_the_availability_budget() {
     let out = sluice(&d.socket, &["status"]).await;
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     let row = text.lines().find(|l| l.starts_with("open ")).unwrap();
-    assert!(row.contains("1000.00") && row.ends_with("! burning"), "{text}");
+    assert!(
+        row.contains("1000.00") && row.ends_with("! burning"),
+        "{text}"
+    );
 }
 
 #[tokio::test]

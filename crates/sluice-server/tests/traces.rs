@@ -126,11 +126,17 @@ struct Daemon {
 
 impl Daemon {
     fn start(endpoint: &str, sample_ratio: &str) -> Daemon {
-        Daemon::start_serving_metrics(endpoint, sample_ratio, "")
+        Daemon::start_serving_metrics(endpoint, sample_ratio, "", &[])
     }
 
-    /// As [`Daemon::start`], with `/metrics` also on TCP `metrics` (`listen.metrics`).
-    fn start_serving_metrics(endpoint: &str, sample_ratio: &str, metrics: &str) -> Daemon {
+    /// As [`Daemon::start`], with `/metrics` also on TCP `metrics` (`listen.metrics`) and the
+    /// settings `env` (`SLUICE_…` variables).
+    fn start_serving_metrics(
+        endpoint: &str,
+        sample_ratio: &str,
+        metrics: &str,
+        env: &[(&str, &str)],
+    ) -> Daemon {
         let dir = tempfile::tempdir().unwrap();
         let socket = dir.path().join("d.sock");
         let config = dir.path().join("sluice.toml");
@@ -155,6 +161,7 @@ impl Daemon {
             .env("SLUICE_TELEMETRY__SAMPLE_RATIO", sample_ratio)
             // Export every 100 ms instead of every 5 s, so the test is quick.
             .env("OTEL_BSP_SCHEDULE_DELAY", "100")
+            .envs(env.iter().copied())
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap())
             .spawn()
@@ -505,7 +512,10 @@ impl Prometheus {
         let listen = SocketAddr::from(([127, 0, 0, 1], free_port()));
         let spawned = Command::new("prometheus")
             .arg(format!("--config.file={}", config.display()))
-            .arg(format!("--storage.tsdb.path={}", dir.path().join("tsdb").display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.path().join("tsdb").display()
+            ))
             .arg(format!("--web.listen-address={listen}"))
             .arg("--enable-feature=exemplar-storage")
             .stdout(Stdio::null())
@@ -595,7 +605,8 @@ fn promtool_refuses(text: &str) -> Option<String> {
 async fn prometheus_stores_exemplars_whose_trace_ids_the_trace_receiver_got() {
     let (addr, received) = receiver().await;
     let metrics = SocketAddr::from(([127, 0, 0, 1], free_port()));
-    let d = Daemon::start_serving_metrics(&format!("http://{addr}"), "1.0", &metrics.to_string());
+    let d =
+        Daemon::start_serving_metrics(&format!("http://{addr}"), "1.0", &metrics.to_string(), &[]);
     // Sampled checks, allowed and denied, before and while Prometheus scrapes.
     for i in 0..20 {
         d.check("p", &format!("user:{i}"), None).await;
@@ -613,7 +624,10 @@ async fn prometheus_stores_exemplars_whose_trace_ids_the_trace_receiver_got() {
         panic!("promtool check metrics: {refused}\n{plain}");
     }
     let accept = [("accept", "application/openmetrics-text;version=1.0.0")];
-    let open = scrape.send(Method::GET, "/metrics", &accept, "").await.unwrap();
+    let open = scrape
+        .send(Method::GET, "/metrics", &accept, "")
+        .await
+        .unwrap();
     let open = String::from_utf8(open.body.to_vec()).unwrap();
     let exemplar = open
         .lines()
@@ -652,4 +666,44 @@ async fn prometheus_stores_exemplars_whose_trace_ids_the_trace_receiver_got() {
         assert_eq!(hex(&span.trace_id), *id);
     }
     eprintln!("exemplar trace ids found in Prometheus and the trace receiver: {ids:?}");
+}
+
+#[tokio::test]
+async fn a_redis_call_carries_the_trace_of_its_check_as_an_exemplar() {
+    let redis = sluice_testkit::RedisServer::start();
+    let (addr, received) = receiver().await;
+    let metrics = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let url = redis.url();
+    let d = Daemon::start_serving_metrics(
+        &format!("http://{addr}"),
+        "1.0",
+        &metrics.to_string(),
+        &[
+            ("SLUICE_BACKEND__KIND", "redis"),
+            ("SLUICE_BACKEND__URL", &url),
+            ("SLUICE_BACKEND__TIMEOUT", "2s"),
+        ],
+    );
+    assert_eq!(d.check("p", "on-redis", None).await, 200);
+    let accept = [("accept", "application/openmetrics-text;version=1.0.0")];
+    let scrape = Client::tcp(metrics.to_string()).with_timeout(Duration::from_secs(5));
+    let open = scrape
+        .send(Method::GET, "/metrics", &accept, "")
+        .await
+        .unwrap();
+    let open = String::from_utf8(open.body.to_vec()).unwrap();
+    let exemplar = open
+        .lines()
+        .find(|l| l.starts_with("rate_limit_redis_duration_seconds_bucket{") && l.contains(" # {"))
+        .unwrap_or_else(|| panic!("no Redis exemplar in:\n{open}"));
+    assert!(exemplar.contains(r#"op="fixed_window""#), "{exemplar}");
+    let id = exemplar
+        .split("trace_id=\"")
+        .nth(1)
+        .and_then(|rest| rest.get(..32))
+        .unwrap();
+    let call = received
+        .wait_for(&unhex(id), "ratelimit.backend_call")
+        .await;
+    assert_eq!(attribute(&call, "ratelimit.backend"), text("redis"));
 }
