@@ -213,17 +213,17 @@ pub fn with_exemplars(encode: impl FnOnce() -> String) -> String {
     let encoded = SINK
         .with(|sink| sink.borrow_mut().take())
         .unwrap_or_default();
-    splice(&text, encoded)
+    splice(text, encoded)
 }
 
 /// Appends to each `_bucket` line of `text` the exemplar `encoded` holds for it. Histograms
 /// are met in the order they were encoded; each series opens with its `_sum` line.
-fn splice(text: &str, encoded: Vec<Encoded>) -> String {
+fn splice(text: String, encoded: Vec<Encoded>) -> String {
     if encoded
         .iter()
         .all(|e| e.exemplars.iter().all(Option::is_none))
     {
-        return text.to_owned();
+        return text;
     }
     let mut out = String::with_capacity(text.len() + 128 * encoded.len());
     let mut pending = encoded.into_iter().peekable();

@@ -22,8 +22,7 @@ use sluice_store::{BatchObserver, ReplicationObserver, Store, StoreKind};
 
 use crate::histogram::{self, MAX_BUCKETS, StripedHistogram};
 
-mod totals;
-pub use totals::PolicyTotals;
+pub mod totals;
 
 /// `plan_tier` label of a check without a tier.
 pub const NO_TIER: &str = "none";

@@ -15,7 +15,7 @@ use parking_lot::Mutex;
 use sluice_api::{BurnRates, LimitedKey, PolicyStatus, StatusResponse};
 
 use crate::limiter::Limiter;
-use crate::metrics::PolicyTotals;
+use crate::metrics::totals::PolicyTotals;
 use crate::policy::{NO_TIER, OTHER, Policy};
 use crate::top::{By, Period};
 
