@@ -277,6 +277,12 @@ mod tests {
     }
 
     #[test]
+    fn the_latency_threshold_is_a_bucket_bound_of_the_check_histogram() {
+        let metrics = crate::metrics::Metrics::new();
+        assert!(metrics.check_buckets().contains(&LATENCY_THRESHOLD_SECS));
+    }
+
+    #[test]
     fn the_quantile_interpolates_as_histogram_quantile_does() {
         assert_eq!(quantile(0.99, &[0, 0, 0, 0], &BOUNDS), None);
         // 100 checks, all in (1 ms, 5 ms]: the 99th is 99 % of the way through the bucket.
