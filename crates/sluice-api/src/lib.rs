@@ -272,6 +272,47 @@ pub struct TopResponse {
     pub keys: Vec<TopEntry>,
 }
 
+/// `GET /v1/status`: per policy, the last hour as this daemon saw it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StatusResponse {
+    pub policies: Vec<PolicyStatus>,
+}
+
+/// One policy's last hour: how much it was asked, how much it refused, how healthy it was.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PolicyStatus {
+    pub policy: String,
+    /// Checks decided (allowed, denied, or allowed failing open).
+    pub checks: u64,
+    /// Share of `checks` denied (429).
+    pub rejected_ratio: f64,
+    /// Checks allowed because the backend failed.
+    pub fail_open: u64,
+    /// Checks refused (503) because the backend failed; not among `checks`.
+    pub fail_closed: u64,
+    /// 99th percentile of the check duration, interpolated in its histogram bucket; `null`
+    /// without checks.
+    pub p99_ms: Option<f64>,
+    /// The keys most denied (from the same sketch as `GET /v1/top`, approximate).
+    pub top_limited: Vec<LimitedKey>,
+    pub burn_rate: BurnRates,
+}
+
+/// A key of `top_limited`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LimitedKey {
+    pub key: String,
+    pub rejected: u64,
+}
+
+/// How fast each SLO's error budget burns: `(1 - SLI) / (1 - objective)`; 1 spends exactly
+/// the budget over the SLO's period, 14.4 spends a 30-day budget's 2 % in an hour.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct BurnRates {
+    pub availability_1h: f64,
+    pub latency_1h: f64,
+}
+
 /// `PUT /v1/admin/policies/{policy}/tiers/{tier}`: the new limit of one tier.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -13,6 +13,8 @@ use sluice_client::api::{
 };
 use sluice_client::{Client, RawResponse};
 
+mod status;
+
 /// The variable the daemon reads its admin token from; the CLI reads it too.
 const TOKEN_VAR: &str = "SLUICE_ADMIN__TOKEN";
 /// The name earlier versions of the CLI read, still honoured.
@@ -107,6 +109,16 @@ enum Command {
         #[arg(long, env = TOKEN_VAR, hide_env_values = true)]
         token: Option<String>,
     },
+    /// Every policy's last hour: checks, 429 ratio, fail-open and fail-closed counts, p99,
+    /// the most limited keys and the SLO burn rates (this daemon's view).
+    Status {
+        /// Print the daemon's JSON body as it came.
+        #[arg(long)]
+        json: bool,
+        /// The daemon's `admin.token`, as for `top` (the status lists limited keys).
+        #[arg(long, env = TOKEN_VAR, hide_env_values = true)]
+        token: Option<String>,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -190,6 +202,27 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     period: &period,
                 };
                 top(&client, &query, admin_token(token).as_deref(), json).await
+            }
+            Command::Status { json, token } => {
+                let auth = bearer(admin_token(token).as_deref());
+                let raw = client
+                    .send(
+                        http::Method::GET,
+                        "/v1/status",
+                        &authorization(auth.as_deref()),
+                        Vec::new(),
+                    )
+                    .await?;
+                if json {
+                    println!("{}", String::from_utf8_lossy(&raw.body));
+                    return Ok(ExitCode::from(if raw.status == 200 { 0 } else { 2 }));
+                }
+                if raw.status != 200 {
+                    report_error(&raw);
+                    return Ok(ExitCode::from(2));
+                }
+                print!("{}", status::table(&raw.json()?));
+                Ok(ExitCode::SUCCESS)
             }
             Command::Admin { token, action } => {
                 admin(&client, admin_token(token).as_deref(), action).await

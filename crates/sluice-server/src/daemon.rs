@@ -136,6 +136,7 @@ async fn housekeep(app: App, stop: impl Future<Output = ()>) {
             _ = tick.tick() => {
                 let limiter = &app.limiter;
                 limiter.store().housekeep(app.clock.now_ms());
+                app.status.tick(limiter, app.clock.now_ms());
                 limiter
                     .metrics()
                     .record_store(limiter.store().as_ref(), limiter.policies().names());

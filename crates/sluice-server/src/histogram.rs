@@ -7,10 +7,21 @@
 //! observation is two atomic operations on a line that one thread writes, and a scrape sums the
 //! stripes. It encodes exactly as the classic histogram does (same `_sum`, `_count`, `_bucket`
 //! lines with the `+Inf` bucket).
+//!
+//! A sampled check's observation also keeps its trace id as the exemplar of its bucket (the
+//! last one wins), under a lock only sampled observations try, and never wait for. The metrics
+//! library can only write exemplars it made itself (their fields are private to it), so
+//! [`with_exemplars`] writes them into its OpenMetrics text afterwards: each histogram hands
+//! its exemplars to the encoding thread in the order it is encoded, and the text is walked
+//! series by series in that same order.
 
+use std::cell::RefCell;
+use std::fmt::Write as _;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
 
+use parking_lot::Mutex;
 use prometheus_client::encoding::{EncodeMetric, MetricEncoder, NoLabelSet};
 use prometheus_client::metrics::{MetricType, TypedMetric};
 
@@ -38,11 +49,24 @@ struct Stripe {
     sum: AtomicU64,
 }
 
+/// The trace of one sampled observation, shown next to its bucket.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Exemplar {
+    trace_id: u128,
+    value: f64,
+    /// When it was observed, in seconds since the Unix epoch.
+    unix_secs: f64,
+}
+
+/// Per bucket (`+Inf` last), the latest exemplar.
+type Exemplars = [Option<Exemplar>; MAX_BUCKETS + 1];
+
 #[derive(Debug)]
 struct Inner {
     /// Upper bounds of the finite buckets, ascending.
     bounds: &'static [f64],
     stripes: [Stripe; STRIPES],
+    exemplars: Mutex<Exemplars>,
 }
 
 /// A classic Prometheus histogram over fixed buckets, observed without a lock. Clones share
@@ -60,11 +84,37 @@ impl StripedHistogram {
             inner: Arc::new(Inner {
                 bounds: &bounds[..bounds.len().min(MAX_BUCKETS)],
                 stripes: Default::default(),
+                exemplars: Mutex::new([None; MAX_BUCKETS + 1]),
             }),
         }
     }
 
     pub fn observe(&self, value: f64) {
+        self.observe_bucket(value);
+    }
+
+    /// Observes `value` of the sampled trace `trace_id`, which becomes its bucket's exemplar
+    /// unless another thread is writing one right now (an exemplar is a sample: losing one
+    /// is better than a check waiting).
+    pub fn observe_traced(&self, value: f64, trace_id: Option<u128>) {
+        let bucket = self.observe_bucket(value);
+        let Some(trace_id) = trace_id.filter(|_| value.is_finite()) else {
+            return;
+        };
+        if let Some(mut exemplars) = self.inner.exemplars.try_lock() {
+            let unix_secs = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0.0, |d| d.as_secs_f64());
+            exemplars[bucket] = Some(Exemplar {
+                trace_id,
+                value,
+                unix_secs,
+            });
+        }
+    }
+
+    /// Counts `value` and answers the index of its bucket.
+    fn observe_bucket(&self, value: f64) -> usize {
         let inner = &*self.inner;
         // The first bucket whose bound is at least `value`; NaN and values above every bound
         // land in `+Inf`, as in the classic histogram.
@@ -82,6 +132,18 @@ impl StripedHistogram {
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |bits| {
                 Some((f64::from_bits(bits) + value).to_bits())
             });
+        bucket
+    }
+
+    /// `(count, per-bucket counts, +Inf last)`: what the status window reads.
+    pub fn counts(&self) -> (u64, Vec<u64>) {
+        let (_, count, buckets) = self.snapshot();
+        (count, buckets.into_iter().map(|(_, n)| n).collect())
+    }
+
+    /// The finite upper bounds of the buckets.
+    pub fn bounds(&self) -> &'static [f64] {
+        self.inner.bounds
     }
 
     /// `(sum, count, per-bucket counts with their upper bounds, +Inf last)`.
@@ -113,12 +175,95 @@ impl TypedMetric for StripedHistogram {
 impl EncodeMetric for StripedHistogram {
     fn encode(&self, mut encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
         let (sum, count, buckets) = self.snapshot();
+        SINK.with(|sink| {
+            if let Some(sink) = sink.borrow_mut().as_mut() {
+                sink.push(Encoded {
+                    sum,
+                    exemplars: *self.inner.exemplars.lock(),
+                });
+            }
+        });
         encoder.encode_histogram::<NoLabelSet>(sum, count, &buckets, None)
     }
 
     fn metric_type(&self) -> MetricType {
         Self::TYPE
     }
+}
+
+/// What one histogram series handed over while it was encoded.
+#[derive(Debug)]
+struct Encoded {
+    /// Its `_sum`, to recognise its lines by (a histogram of another type would hand nothing).
+    sum: f64,
+    exemplars: Exemplars,
+}
+
+thread_local! {
+    /// Set by [`with_exemplars`] for the duration of one encoding on this thread.
+    static SINK: RefCell<Option<Vec<Encoded>>> = const { RefCell::new(None) };
+}
+
+/// Runs `encode` (which writes OpenMetrics text of a registry) and adds every histogram's
+/// exemplars to its bucket lines: `name_bucket{le="0.005",policy="p"} 12 # {trace_id="…"}
+/// 0.0042 1700000000.123`.
+pub fn with_exemplars(encode: impl FnOnce() -> String) -> String {
+    SINK.with(|sink| *sink.borrow_mut() = Some(Vec::new()));
+    let text = encode();
+    let encoded = SINK
+        .with(|sink| sink.borrow_mut().take())
+        .unwrap_or_default();
+    splice(text, encoded)
+}
+
+/// Appends to each `_bucket` line of `text` the exemplar `encoded` holds for it. Histograms
+/// are met in the order they were encoded; each series opens with its `_sum` line.
+fn splice(text: String, encoded: Vec<Encoded>) -> String {
+    if encoded
+        .iter()
+        .all(|e| e.exemplars.iter().all(Option::is_none))
+    {
+        return text;
+    }
+    let mut out = String::with_capacity(text.len() + 128 * encoded.len());
+    let mut pending = encoded.into_iter().peekable();
+    let mut histogram: Option<&str> = None;
+    let mut current: Option<Exemplars> = None;
+    let mut bucket = 0;
+    for line in text.lines() {
+        out.push_str(line);
+        if let Some(typed) = line.strip_prefix("# TYPE ") {
+            histogram = typed
+                .split_once(' ')
+                .and_then(|(name, kind)| (kind == "histogram").then_some(name));
+            current = None;
+        } else if let Some(after) = histogram.and_then(|name| line.strip_prefix(name)) {
+            if after.starts_with("_sum") {
+                let sum = line.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok());
+                let ours = pending.peek().is_some_and(|e| {
+                    sum.is_some_and(|s| s == e.sum || (s.is_nan() && e.sum.is_nan()))
+                });
+                current = if ours {
+                    pending.next().map(|e| e.exemplars)
+                } else {
+                    None
+                };
+                bucket = 0;
+            } else if after.starts_with("_bucket") {
+                if let Some(ex) = current.and_then(|c| c.get(bucket).copied().flatten()) {
+                    // Writing into a String cannot fail.
+                    let _ = write!(
+                        out,
+                        " # {{trace_id=\"{:032x}\"}} {} {:.3}",
+                        ex.trace_id, ex.value, ex.unix_secs
+                    );
+                }
+                bucket += 1;
+            }
+        }
+        out.push('\n');
+    }
+    out
 }
 
 #[cfg(test)]
@@ -155,6 +300,65 @@ mod tests {
         // NaN is counted in +Inf (its sum is NaN in both).
         ours.observe(f64::NAN);
         assert!(text(|r| r.register("h", "help", ours)).contains("h_count 8"));
+    }
+
+    #[test]
+    fn exemplars_land_on_their_series_bucket_only_when_asked_for() {
+        use prometheus_client::encoding::EncodeLabelSet;
+        use prometheus_client::metrics::family::Family;
+
+        #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+        struct Labels {
+            policy: String,
+        }
+        let family: Family<Labels, StripedHistogram> =
+            Family::new_with_constructor(|| StripedHistogram::new(&BOUNDS));
+        let of = |policy: &str| Labels {
+            policy: policy.to_owned(),
+        };
+        family.get_or_create(&of("a")).observe(0.05);
+        family
+            .get_or_create(&of("b"))
+            .observe_traced(0.3, Some(0xabc));
+        family
+            .get_or_create(&of("b"))
+            .observe_traced(2.0, Some(u128::MAX));
+        family
+            .get_or_create(&of("c"))
+            .observe_traced(f64::NAN, Some(1));
+        let mut registry = Registry::default();
+        registry.register("h", "help", family);
+        let encode = || {
+            let mut out = String::new();
+            encode(&mut out, &registry).unwrap();
+            out
+        };
+        let plain = encode();
+        assert!(!plain.contains(" # {"), "{plain}");
+        let text = with_exemplars(encode);
+        let with: Vec<&str> = text.lines().filter(|l| l.contains(" # {")).collect();
+        assert_eq!(with.len(), 2, "{text}");
+        assert!(
+            with[0].starts_with(
+                "h_bucket{le=\"0.5\",policy=\"b\"} 1 # {trace_id=\"00000000000000000000000000000abc\"} 0.3 "
+            ),
+            "{text}"
+        );
+        assert!(
+            with[1].starts_with(&format!(
+                "h_bucket{{le=\"+Inf\",policy=\"b\"}} 2 # {{trace_id=\"{}\"}} 2 ",
+                "f".repeat(32)
+            )),
+            "{text}"
+        );
+        // Everything else is the library's text, unchanged.
+        let cut: String = text
+            .lines()
+            .map(|l| l.split(" # {").next().unwrap_or(l).to_owned() + "\n")
+            .collect();
+        assert_eq!(cut, plain);
+        // No encoding in progress: nothing is collected.
+        assert!(SINK.with(|sink| sink.borrow().is_none()));
     }
 
     #[test]

@@ -22,7 +22,8 @@
 //!   accept loop, the lingering close, the stop); [`daemon`]: every listener served with its
 //!   protocol and the service's background work; `main.rs` only parses arguments and turns
 //!   signals and file changes into reloads and a stop.
-//! - [`metrics`], [`histogram`], [`telemetry`], [`top`]: what the daemon reports about itself;
+//! - [`metrics`], [`histogram`], [`telemetry`], [`top`]: what the daemon reports about itself
+//!   (and [`service::slo`], the last hour of every policy for `GET /v1/status`);
 //!   [`exposition`]: the text format `/metrics` answers in; [`clock`]: the time checks are
 //!   stamped with.
 //! - [`testing`] (feature `test-support`): an in-process daemon for every crate's tests.

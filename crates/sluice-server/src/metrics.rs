@@ -20,7 +20,9 @@ use prometheus_client::registry::Registry;
 use sluice_core::Algorithm;
 use sluice_store::{BatchObserver, ReplicationObserver, Store, StoreKind};
 
-use crate::histogram::{MAX_BUCKETS, StripedHistogram};
+use crate::histogram::{self, MAX_BUCKETS, StripedHistogram};
+
+pub mod totals;
 
 /// `plan_tier` label of a check without a tier.
 pub const NO_TIER: &str = "none";
@@ -407,11 +409,18 @@ impl Metrics {
     }
 
     /// A call to a Redis backend (`backend` = redis or cluster) for `op` ended after
-    /// `seconds`, failed and timed-out calls included.
-    pub fn backend_call(&self, backend: &'static str, op: &'static str, seconds: f64) {
+    /// `seconds`, failed and timed-out calls included; `trace` is its sampled trace (the
+    /// exemplar).
+    pub fn backend_call(
+        &self,
+        backend: &'static str,
+        op: &'static str,
+        seconds: f64,
+        trace: Option<u128>,
+    ) {
         self.redis_duration
             .get_or_create(&BackendOpLabels { backend, op })
-            .observe(seconds);
+            .observe_traced(seconds, trace);
     }
 
     /// A backend call failed with an error of `kind` (a bounded label).
@@ -510,6 +519,12 @@ impl Metrics {
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
         out
     }
+
+    /// [`Metrics::encode`] with the histograms' exemplars, for a scraper that asked for
+    /// OpenMetrics (the 0.0.4 text has no place for them).
+    pub fn encode_with_exemplars(&self) -> String {
+        histogram::with_exemplars(|| self.encode())
+    }
 }
 
 /// The series one policy's checks record into, found in their families once and then reached
@@ -579,8 +594,14 @@ impl PolicyMeters {
         }
     }
 
-    /// Observes `rate_limit_check_duration_seconds` of the policy.
-    pub fn observe_check_duration(&self, metrics: &Metrics, seconds: f64, policy: &Arc<str>) {
+    /// Observes `rate_limit_check_duration_seconds` of the policy (`trace`: the exemplar).
+    pub fn observe_check_duration(
+        &self,
+        metrics: &Metrics,
+        seconds: f64,
+        policy: &Arc<str>,
+        trace: Option<u128>,
+    ) {
         self.check_duration
             .get_or_init(|| {
                 metrics
@@ -590,7 +611,7 @@ impl PolicyMeters {
                     })
                     .clone()
             })
-            .observe(seconds);
+            .observe_traced(seconds, trace);
     }
 }
 
@@ -640,7 +661,7 @@ mod tests {
     #[test]
     fn the_latency_histograms_resolve_sub_millisecond_calls() {
         let metrics = Metrics::new();
-        metrics.backend_call("redis", "fixed_window", 0.000_2);
+        metrics.backend_call("redis", "fixed_window", 0.000_2, None);
         let text = metrics.encode();
         for le in ["0.0001", "0.00025", "0.0005", "0.001", "0.05", "0.1"] {
             let bucket = format!(

@@ -374,6 +374,18 @@ fn root_sampled(trace_id: TraceId) -> bool {
     result.decision == SamplingDecision::RecordAndSample
 }
 
+/// The trace id of a sampled check's `span`, for the latency exemplars; `None` (after one
+/// check of a flag) for the disabled span of a check that is not traced.
+pub fn trace_id(span: &Span) -> Option<u128> {
+    if span.is_disabled() {
+        return None;
+    }
+    let context = span.context();
+    let otel = context.span();
+    let ids = otel.span_context();
+    (ids.is_valid() && ids.is_sampled()).then(|| u128::from_be_bytes(ids.trace_id().to_bytes()))
+}
+
 /// Starts `span` (the sampler decides then) and keeps it only if it is sampled.
 fn started_if_sampled(span: Span) -> Span {
     if span.context().span().span_context().is_sampled() {
@@ -490,6 +502,7 @@ mod tests {
         // No `init` in unit tests: the flag is off.
         assert!(check_span(&TraceParent::Absent).is_disabled());
         assert!(backend_span(&Span::none(), "memory", "gcra").is_disabled());
+        assert_eq!(trace_id(&Span::none()), None);
         let mut headers = HeaderMap::new();
         headers.insert(
             "traceparent",

@@ -126,6 +126,17 @@ struct Daemon {
 
 impl Daemon {
     fn start(endpoint: &str, sample_ratio: &str) -> Daemon {
+        Daemon::start_serving_metrics(endpoint, sample_ratio, "", &[])
+    }
+
+    /// As [`Daemon::start`], with `/metrics` also on TCP `metrics` (`listen.metrics`) and the
+    /// settings `env` (`SLUICE_…` variables).
+    fn start_serving_metrics(
+        endpoint: &str,
+        sample_ratio: &str,
+        metrics: &str,
+        env: &[(&str, &str)],
+    ) -> Daemon {
         let dir = tempfile::tempdir().unwrap();
         let socket = dir.path().join("d.sock");
         let config = dir.path().join("sluice.toml");
@@ -133,7 +144,7 @@ impl Daemon {
         std::fs::write(
             &config,
             format!(
-                "[listen]\nunix = {:?}\nhttp = \"\"\n\n\
+                "[listen]\nunix = {:?}\nhttp = \"\"\nmetrics = {metrics:?}\n\n\
                  [policies.p]\nalgorithm = \"fixed_window\"\nlimit = 1000\nwindow = \"1h\"\n\n\
                  [policies.q]\nalgorithm = \"fixed_window\"\nlimit = 2\nwindow = \"1h\"\n",
                 socket.display().to_string()
@@ -150,6 +161,7 @@ impl Daemon {
             .env("SLUICE_TELEMETRY__SAMPLE_RATIO", sample_ratio)
             // Export every 100 ms instead of every 5 s, so the test is quick.
             .env("OTEL_BSP_SCHEDULE_DELAY", "100")
+            .envs(env.iter().copied())
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap())
             .spawn()
@@ -463,4 +475,235 @@ async fn a_collector_that_never_answers_does_not_hold_checks() {
     }
     drop(d);
     drop(silent);
+}
+
+/// A free loopback port (bound, then released for the process that will listen on it).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A real Prometheus (the Debian package's `prometheus`) with exemplar storage, scraping
+/// `target` every second; killed when dropped.
+struct Prometheus {
+    child: Child,
+    client: Client,
+    _dir: tempfile::TempDir,
+}
+
+impl Prometheus {
+    /// `None` when `prometheus` is not installed and `CI` is unset (the test then has nothing
+    /// to run against); under `CI` a missing Prometheus fails the test.
+    fn start(target: SocketAddr) -> Option<Prometheus> {
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("prometheus.yml");
+        std::fs::write(
+            &config,
+            format!(
+                "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n\
+                 scrape_configs:\n  - job_name: sluiced\n    static_configs:\n      \
+                 - targets: ['{target}']\n"
+            ),
+        )
+        .unwrap();
+        let listen = SocketAddr::from(([127, 0, 0, 1], free_port()));
+        let spawned = Command::new("prometheus")
+            .arg(format!("--config.file={}", config.display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.path().join("tsdb").display()
+            ))
+            .arg(format!("--web.listen-address={listen}"))
+            .arg("--enable-feature=exemplar-storage")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(dir.path().join("prometheus.log")).unwrap())
+            .spawn();
+        let child = match spawned {
+            Ok(child) => child,
+            Err(err) if std::env::var_os("CI").is_none() => {
+                eprintln!("skipped: prometheus (Debian package prometheus) not runnable: {err}");
+                return None;
+            }
+            Err(err) => panic!("prometheus (Debian package prometheus) is needed: {err}"),
+        };
+        Some(Prometheus {
+            child,
+            client: Client::tcp(listen.to_string()).with_timeout(Duration::from_secs(5)),
+            _dir: dir,
+        })
+    }
+
+    async fn get(&self, path: &str) -> Option<(u16, String)> {
+        let raw = self.client.send(Method::GET, path, &[], "").await.ok()?;
+        Some((raw.status, String::from_utf8_lossy(&raw.body).into_owned()))
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self._dir.path().join("prometheus.log")).unwrap_or_default()
+    }
+
+    /// The trace ids of the exemplars Prometheus stored for `query` over the last hour.
+    async fn exemplar_trace_ids(&self, query: &str) -> Vec<String> {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs();
+        let path = format!(
+            "/api/v1/query_exemplars?query={query}&start={}&end={}",
+            now - 3600,
+            now + 60
+        );
+        let Some((200, body)) = self.get(&path).await else {
+            return Vec::new();
+        };
+        let body: serde_json::Value = serde_json::from_str(&body).unwrap();
+        let mut ids = Vec::new();
+        for series in body["data"].as_array().into_iter().flatten() {
+            for exemplar in series["exemplars"].as_array().into_iter().flatten() {
+                if let Some(id) = exemplar["labels"]["trace_id"].as_str() {
+                    ids.push(id.to_owned());
+                }
+            }
+        }
+        ids
+    }
+}
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Runs `promtool check metrics` on `text`; answers its output when it refuses it.
+fn promtool_refuses(text: &str) -> Option<String> {
+    use std::io::Write;
+    let mut promtool = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("promtool (Debian package prometheus) is needed by the tests");
+    promtool
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let out = promtool.wait_with_output().unwrap();
+    (!out.status.success()).then(|| {
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr)
+    })
+}
+
+#[tokio::test]
+async fn prometheus_stores_exemplars_whose_trace_ids_the_trace_receiver_got() {
+    let (addr, received) = receiver().await;
+    let metrics = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let d =
+        Daemon::start_serving_metrics(&format!("http://{addr}"), "1.0", &metrics.to_string(), &[]);
+    // Sampled checks, allowed and denied, before and while Prometheus scrapes.
+    for i in 0..20 {
+        d.check("p", &format!("user:{i}"), None).await;
+        d.check("q", "burst", None).await;
+    }
+
+    // Exemplars only for a scraper that asks for OpenMetrics: the 0.0.4 text stays as it was
+    // and promtool accepts it.
+    let scrape = Client::tcp(metrics.to_string()).with_timeout(Duration::from_secs(5));
+    let plain = scrape.send(Method::GET, "/metrics", &[], "").await.unwrap();
+    let plain = String::from_utf8(plain.body.to_vec()).unwrap();
+    assert!(!plain.contains("trace_id"), "{plain}");
+    assert!(plain.contains("rate_limit_check_duration_seconds_bucket{"));
+    if let Some(refused) = promtool_refuses(&plain) {
+        panic!("promtool check metrics: {refused}\n{plain}");
+    }
+    let accept = [("accept", "application/openmetrics-text;version=1.0.0")];
+    let open = scrape
+        .send(Method::GET, "/metrics", &accept, "")
+        .await
+        .unwrap();
+    let open = String::from_utf8(open.body.to_vec()).unwrap();
+    let exemplar = open
+        .lines()
+        .find(|l| l.starts_with("rate_limit_check_duration_seconds_bucket{") && l.contains(" # {"))
+        .unwrap_or_else(|| panic!("no check exemplar in:\n{open}"));
+    let id = exemplar
+        .split("trace_id=\"")
+        .nth(1)
+        .and_then(|rest| rest.get(..32))
+        .unwrap();
+    assert!(id.chars().all(|c| c.is_ascii_hexdigit()), "{exemplar}");
+    received.wait_for(&unhex(id), "ratelimit.check").await;
+
+    let Some(prometheus) = Prometheus::start(metrics) else {
+        return;
+    };
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    let ids = loop {
+        d.check("p", "while-scraped", None).await;
+        let ids = prometheus
+            .exemplar_trace_ids("rate_limit_check_duration_seconds_bucket")
+            .await;
+        if !ids.is_empty() {
+            break ids;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "Prometheus stored no exemplar; its log:\n{}",
+            prometheus.log()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    for id in &ids {
+        assert_eq!(id.len(), 32, "{ids:?}");
+        let span = received.wait_for(&unhex(id), "ratelimit.check").await;
+        assert_eq!(hex(&span.trace_id), *id);
+    }
+    eprintln!("exemplar trace ids found in Prometheus and the trace receiver: {ids:?}");
+}
+
+#[tokio::test]
+async fn a_redis_call_carries_the_trace_of_its_check_as_an_exemplar() {
+    let redis = sluice_testkit::RedisServer::start();
+    let (addr, received) = receiver().await;
+    let metrics = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let url = redis.url();
+    let d = Daemon::start_serving_metrics(
+        &format!("http://{addr}"),
+        "1.0",
+        &metrics.to_string(),
+        &[
+            ("SLUICE_BACKEND__KIND", "redis"),
+            ("SLUICE_BACKEND__URL", &url),
+            ("SLUICE_BACKEND__TIMEOUT", "2s"),
+        ],
+    );
+    assert_eq!(d.check("p", "on-redis", None).await, 200);
+    let accept = [("accept", "application/openmetrics-text;version=1.0.0")];
+    let scrape = Client::tcp(metrics.to_string()).with_timeout(Duration::from_secs(5));
+    let open = scrape
+        .send(Method::GET, "/metrics", &accept, "")
+        .await
+        .unwrap();
+    let open = String::from_utf8(open.body.to_vec()).unwrap();
+    let exemplar = open
+        .lines()
+        .find(|l| l.starts_with("rate_limit_redis_duration_seconds_bucket{") && l.contains(" # {"))
+        .unwrap_or_else(|| panic!("no Redis exemplar in:\n{open}"));
+    assert!(exemplar.contains(r#"op="fixed_window""#), "{exemplar}");
+    let id = exemplar
+        .split("trace_id=\"")
+        .nth(1)
+        .and_then(|rest| rest.get(..32))
+        .unwrap();
+    let call = received
+        .wait_for(&unhex(id), "ratelimit.backend_call")
+        .await;
+    assert_eq!(attribute(&call, "ratelimit.backend"), text("redis"));
 }

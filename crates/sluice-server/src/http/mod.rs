@@ -3,7 +3,7 @@
 //! - [`check`]: `POST /v1/check`, single checks and batches;
 //! - [`forward_auth`]: `GET /v1/forward-auth/{policy}` for proxies, and [`caller`], who its
 //!   caller is (the trusted identity header or address);
-//! - [`top`]: `GET /v1/top`;
+//! - [`top`]: `GET /v1/top`; [`slo`]: `GET /v1/status`;
 //! - [`admin`]: run-time limit overrides (only with `admin.token`);
 //! - the body and headers of a decision come from [`crate::service::answer`], shared with the
 //!   Envoy RLS and RESP;
@@ -19,6 +19,7 @@ mod check;
 pub mod error;
 pub mod forward_auth;
 mod large_bodies;
+mod slo;
 mod top;
 
 use axum::Router;
@@ -45,7 +46,8 @@ pub fn router(app: App) -> Router {
     let router = Router::new()
         .route("/v1/check", post(check::check))
         .route("/v1/policies", get(policies))
-        .route("/v1/top", top_route(&app))
+        .route("/v1/top", guarded(&app, get(top::top_keys)))
+        .route("/v1/status", guarded(&app, get(slo::status)))
         .route("/v1/forward-auth/{policy}", get(forward_auth::forward_auth))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
@@ -72,10 +74,9 @@ async fn admin_disabled() -> ApiError {
     )
 }
 
-/// `GET /v1/top` shows raw keys (API keys, e-mail addresses): with an admin token set, it is
-/// guarded by it as the admin API is.
-fn top_route(app: &App) -> axum::routing::MethodRouter<App> {
-    let route = get(top::top_keys);
+/// `GET /v1/top` and `GET /v1/status` show raw keys (API keys, e-mail addresses): with an
+/// admin token set, they are guarded by it as the admin API is.
+fn guarded(app: &App, route: axum::routing::MethodRouter<App>) -> axum::routing::MethodRouter<App> {
     match app.admin_token.clone() {
         None => route,
         Some(token) => route.route_layer(axum::middleware::from_fn(
@@ -139,13 +140,18 @@ async fn metrics_text(State(app): State<App>, headers: HeaderMap) -> Response {
     limiter
         .metrics()
         .record_store(limiter.store().as_ref(), limiter.policies().names());
+    let metrics = limiter.metrics();
+    let text = match format {
+        Format::OpenMetrics => metrics.encode_with_exemplars(),
+        Format::PrometheusText => metrics.encode(),
+    };
     (
         StatusCode::OK,
         [(
             CONTENT_TYPE,
             HeaderValue::from_static(format.content_type()),
         )],
-        format.render(app.limiter.metrics().encode()),
+        format.render(text),
     )
         .into_response()
 }

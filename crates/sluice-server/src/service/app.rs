@@ -12,6 +12,7 @@ use crate::config::{ConfigSource, RegionSettings};
 use crate::metrics::Metrics;
 use crate::service::limiter::Limiter;
 use crate::service::overrides::RuntimeLimits;
+use crate::service::slo::StatusWindow;
 use crate::service::stores::Stores;
 
 /// The bound on store calls when the settings have none (process memory cannot hang; a test
@@ -36,6 +37,8 @@ pub struct App {
     pub forward_auth: Arc<ArcSwap<crate::config::forward_auth::CallerRules>>,
     /// `[region]` as started: a reload cannot change it.
     pub region: Arc<RegionSettings>,
+    /// The last hour of every policy (`GET /v1/status`).
+    pub status: Arc<StatusWindow>,
 }
 
 impl App {
@@ -50,6 +53,7 @@ impl App {
         let limits = RuntimeLimits::new(settings.policy_configs);
         let limiter = Limiter::new(stores.local, policies, Arc::new(Metrics::new()), timeout)
             .with_region(stores.region);
+        let status = StatusWindow::new(&limiter, clock.now_ms());
         App {
             limiter: Arc::new(limiter),
             clock,
@@ -59,6 +63,7 @@ impl App {
             rls: Arc::new(ArcSwap::from_pointee(rls)),
             forward_auth: Arc::new(ArcSwap::from_pointee(settings.forward_auth)),
             region: Arc::new(settings.region),
+            status: Arc::new(status),
         }
     }
 

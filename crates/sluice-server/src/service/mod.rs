@@ -10,6 +10,7 @@
 //!   [`health`]: whether a Redis backend's checks get answers.
 //! - [`rls_rules`]: which Envoy descriptors are limited, by which policy and key.
 //! - [`limiter`]: the one place that calls a store.
+//! - [`slo`]: the last hour of every policy and its SLO burn rates (`GET /v1/status`).
 //! - [`answer`]: the body and headers of a decision; [`json`]: the JSON encoding of every
 //!   answer and the error answer.
 
@@ -23,6 +24,7 @@ pub mod limiter;
 pub mod overrides;
 pub mod policy;
 pub mod rls_rules;
+pub mod slo;
 pub mod stores;
 
 pub use app::App;

@@ -73,8 +73,9 @@ impl Limiter {
         err: Option<&StoreError>,
     ) {
         if let (Some(backend), Some(started)) = (redis, started) {
+            let seconds = started.elapsed().as_secs_f64();
             self.metrics
-                .backend_call(backend, op, started.elapsed().as_secs_f64());
+                .backend_call(backend, op, seconds, telemetry::trace_id(span));
         }
         if let Some(err) = err
             && err.is_backend_failure()

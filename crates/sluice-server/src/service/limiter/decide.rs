@@ -3,14 +3,12 @@
 //! slot where one script must decide it), one all-or-nothing call, and a second call when
 //! only shadow policies denied, so the enforced checks consume as they would alone.
 
-use std::time::Instant;
-
 use sluice_api::{MAX_BATCH, MAX_KEY_BYTES};
 use sluice_core::Decision;
 use sluice_store::{Check, StoreError, StoreKind};
 use tracing::Span;
 
-use super::{CheckInput, LimitError, Limiter, Resolved, Shape, Verdict};
+use super::{CheckInput, LimitError, Limiter, Resolved, Shape, Started, Verdict};
 use crate::service::policy::{PolicySet, Scope};
 
 impl Limiter {
@@ -26,7 +24,7 @@ impl Limiter {
     ) -> Result<Verdict, LimitError> {
         let at = (shape == Shape::Batch).then_some(0);
         let one = self.resolve(&self.policies.load(), input, at)?;
-        let started = Instant::now();
+        let started = Started::now(span);
         let scope = one.policy.scope;
         let decided = match shape {
             Shape::One => self.call_store_one(&one.check, scope, now_ms, span).await,
@@ -61,7 +59,7 @@ impl Limiter {
         if scope == Scope::Replicated && self.store.kind() == StoreKind::Cluster {
             one_slot(&resolved)?;
         }
-        let started = Instant::now();
+        let started = Started::now(span);
         let checks: Vec<Check<'_>> = resolved.iter().map(|r| r.check).collect();
         let decisions = match self.call_store_all(&checks, scope, now_ms, span).await {
             Ok(decisions) => {

@@ -10,7 +10,7 @@
 //! traced; [`verdict`]: a decision (or a store failure) made the answer, recorded.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 mod call;
 mod decide;
@@ -44,6 +44,23 @@ struct Route<'a> {
     /// The `backend` label of `rate_limit_redis_duration_seconds`: only this region's Redis
     /// is timed there.
     timed_as: Option<&'static str>,
+}
+
+/// When a check's decision started, and its sampled trace (the latency exemplar).
+#[derive(Debug, Clone, Copy)]
+struct Started {
+    at: Instant,
+    trace: Option<u128>,
+}
+
+impl Started {
+    /// Now, under `span`'s trace when it is sampled.
+    fn now(span: &Span) -> Started {
+        Started {
+            at: Instant::now(),
+            trace: telemetry::trace_id(span),
+        }
+    }
 }
 
 /// One check as the edge parsed it (borrowed from the request body).

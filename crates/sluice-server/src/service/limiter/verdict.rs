@@ -2,12 +2,10 @@
 //! be spent at once, the utilization, request and latency metrics and the top keys recorded;
 //! and a store failure made the policies' fail mode.
 
-use std::time::Instant;
-
 use sluice_core::{CheckError, Decision};
 use sluice_store::StoreError;
 
-use super::{LimitError, Limiter, Resolved, Verdict};
+use super::{LimitError, Limiter, Resolved, Started, Verdict};
 use crate::metrics::{PolicyTierLabels, RequestLabels};
 use crate::service::policy::FailMode;
 
@@ -17,7 +15,7 @@ impl Limiter {
         r: Resolved<'_>,
         decision: Decision,
         now_ms: u64,
-        started: Instant,
+        started: Started,
     ) -> Verdict {
         let shadow = r.policy.shadow;
         // Shadow denials count as rejections here: they are who the policy would limit.
@@ -62,7 +60,7 @@ impl Limiter {
         }
     }
 
-    fn record(&self, r: &Resolved<'_>, allowed: bool, started: Instant) {
+    fn record(&self, r: &Resolved<'_>, allowed: bool, started: Started) {
         let policy = &r.policy;
         policy
             .meters
@@ -76,8 +74,9 @@ impl Limiter {
             });
         policy.meters.observe_check_duration(
             &self.metrics,
-            started.elapsed().as_secs_f64(),
+            started.at.elapsed().as_secs_f64(),
             &policy.name,
+            started.trace,
         );
     }
 
@@ -88,7 +87,7 @@ impl Limiter {
         resolved: Vec<Resolved<'_>>,
         err: &StoreError,
         now_ms: u64,
-        started: Instant,
+        started: Started,
     ) -> Result<Vec<Verdict>, LimitError> {
         if let StoreError::Check(CheckError::CostExceedsCapacity { cost, capacity }) = err {
             let (policy, field) = match resolved.as_slice() {

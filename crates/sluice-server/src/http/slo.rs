@@ -1,0 +1,15 @@
+//! `GET /v1/status`: every policy's last hour and SLO burn rates (see [`crate::service::slo`]), what
+//! `sluice status` prints.
+
+use axum::extract::State;
+use axum::response::Response;
+use http::StatusCode;
+
+use crate::service::app::App;
+use crate::service::json::json_response;
+
+/// `GET /v1/status`.
+pub(crate) async fn status(State(app): State<App>) -> Response {
+    let report = app.status.report(&app.limiter, app.clock.now_ms());
+    json_response(StatusCode::OK, &report)
+}
