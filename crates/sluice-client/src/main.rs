@@ -213,13 +213,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                         Vec::new(),
                     )
                     .await?;
-                if json {
-                    println!("{}", String::from_utf8_lossy(&raw.body));
-                    return Ok(ExitCode::from(if raw.status == 200 { 0 } else { 2 }));
-                }
-                if raw.status != 200 {
-                    report_error(&raw);
-                    return Ok(ExitCode::from(2));
+                if let Some(code) = printed_raw(&raw, json) {
+                    return Ok(code);
                 }
                 print!("{}", status::table(&raw.json()?));
                 Ok(ExitCode::SUCCESS)
@@ -286,13 +281,8 @@ async fn top(
     let raw = client
         .send(http::Method::GET, &path, &headers, Vec::new())
         .await?;
-    if json {
-        println!("{}", String::from_utf8_lossy(&raw.body));
-        return Ok(ExitCode::from(if raw.status == 200 { 0 } else { 2 }));
-    }
-    if raw.status != 200 {
-        report_error(&raw);
-        return Ok(ExitCode::from(2));
+    if let Some(code) = printed_raw(&raw, json) {
+        return Ok(code);
     }
     let report: TopResponse = raw.json()?;
     println!(
@@ -426,6 +416,20 @@ fn query_escape(value: &str) -> String {
         }
     }
     out
+}
+
+/// With `--json`, the answer as sluiced gave it (exit 0 on a 200, 2 otherwise); without, a
+/// refusal reported on stderr (exit 2). `None`: a 200 for the caller to render as a table.
+fn printed_raw(raw: &RawResponse, json: bool) -> Option<ExitCode> {
+    if json {
+        println!("{}", String::from_utf8_lossy(&raw.body));
+        return Some(ExitCode::from(if raw.status == 200 { 0 } else { 2 }));
+    }
+    if raw.status != 200 {
+        report_error(raw);
+        return Some(ExitCode::from(2));
+    }
+    None
 }
 
 fn report_error(raw: &RawResponse) {

@@ -579,28 +579,6 @@ impl Drop for Prometheus {
     }
 }
 
-/// Runs `promtool check metrics` on `text`; answers its output when it refuses it.
-fn promtool_refuses(text: &str) -> Option<String> {
-    use std::io::Write;
-    let mut promtool = Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("promtool (Debian package prometheus) is needed by the tests");
-    promtool
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(text.as_bytes())
-        .unwrap();
-    let out = promtool.wait_with_output().unwrap();
-    (!out.status.success()).then(|| {
-        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr)
-    })
-}
-
 #[tokio::test]
 async fn prometheus_stores_exemplars_whose_trace_ids_the_trace_receiver_got() {
     let (addr, received) = receiver().await;
@@ -620,7 +598,7 @@ async fn prometheus_stores_exemplars_whose_trace_ids_the_trace_receiver_got() {
     let plain = String::from_utf8(plain.body.to_vec()).unwrap();
     assert!(!plain.contains("trace_id"), "{plain}");
     assert!(plain.contains("rate_limit_check_duration_seconds_bucket{"));
-    if let Some(refused) = promtool_refuses(&plain) {
+    if let Err(refused) = sluice_testkit::promtool_check_metrics(&plain) {
         panic!("promtool check metrics: {refused}\n{plain}");
     }
     let accept = [("accept", "application/openmetrics-text;version=1.0.0")];

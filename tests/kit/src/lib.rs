@@ -45,6 +45,35 @@ fn claim(port: u16) -> Option<std::fs::File> {
     Some(file)
 }
 
+/// `promtool check metrics` on `text`: `Err` with its output when it refuses the exposition.
+///
+/// # Panics
+/// When promtool (Debian package `prometheus`) cannot run: the tests that call this need it.
+pub fn promtool_check_metrics(text: &str) -> Result<(), String> {
+    use std::io::Write;
+    let mut promtool = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("promtool (Debian package prometheus) is needed by the tests");
+    if let Some(mut stdin) = promtool.stdin.take() {
+        stdin
+            .write_all(text.as_bytes())
+            .expect("promtool reads the exposition");
+    }
+    let out = promtool
+        .wait_with_output()
+        .expect("promtool check metrics ends");
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(String::from_utf8_lossy(&out.stdout).into_owned()
+            + &String::from_utf8_lossy(&out.stderr))
+    }
+}
+
 /// Whether `program` runs (`program ARGS`, e.g. `--version`). A test that needs a missing
 /// tool fails when `CI` is set, naming how to install it (`install`): CI never counts a
 /// skipped check as passed; elsewhere it says it is skipped.

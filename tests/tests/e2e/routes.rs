@@ -145,9 +145,6 @@ async fn metrics_names_every_recorded_metric() {
 
 #[tokio::test]
 async fn metrics_speak_prometheus_text_that_promtool_accepts_and_openmetrics_on_request() {
-    use std::io::Write;
-    use std::process::{Command, Stdio};
-
     let d = Daemon::start(sluice_tests::TEST_CONFIG).await;
     let c = d.unix();
     c.check(&req("public", "promtool")).await.unwrap();
@@ -159,26 +156,9 @@ async fn metrics_speak_prometheus_text_that_promtool_accepts_and_openmetrics_on_
     let text = String::from_utf8(plain.body.to_vec()).unwrap();
     assert!(text.contains("# HELP rate_limit_requests_total "), "{text}");
     assert!(!text.contains("# EOF"), "{text}");
-    let mut promtool = Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("promtool (Debian package prometheus) is needed by the tests");
-    promtool
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(text.as_bytes())
-        .unwrap();
-    let out = promtool.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "promtool check metrics: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    if let Err(refused) = sluice_testkit::promtool_check_metrics(&text) {
+        panic!("promtool check metrics: {refused}");
+    }
 
     let open = c
         .send(
