@@ -17,7 +17,6 @@ from ._answer import (
     DEFAULT_POOL_SIZE,
     DEFAULT_TIMEOUT,
     MAX_BODY,
-    Address,
     CheckLike,
     Decision,
     SluiceTimeout,
@@ -26,6 +25,7 @@ from ._answer import (
     check_body,
     parse_answer,
 )
+from ._settings import _ClientSettings
 from ._stats import Stats
 
 #: Bound on the status line plus headers of an answer (sluiced sends about 300 bytes).
@@ -81,7 +81,7 @@ class _Pool:
             conn.close()
 
 
-class AsyncClient:
+class AsyncClient(_ClientSettings):
     """An asyncio sluice client. Create it anywhere; it binds to the loop that first uses it
     (a new loop gets new connections).
 
@@ -97,15 +97,7 @@ class AsyncClient:
         pool_size: int = DEFAULT_POOL_SIZE,
         stats: Optional[Stats] = None,
     ) -> None:
-        if timeout <= 0:
-            raise ValueError("timeout must be positive")
-        if pool_size < 1:
-            raise ValueError("pool_size must be at least 1")
-        self.address = Address.parse(address)
-        self.timeout = timeout
-        self.pool_size = pool_size
-        #: Counters of the middleware using this client (fail_open, fail_closed, errors).
-        self.stats = stats or Stats()
+        super().__init__(address, timeout=timeout, pool_size=pool_size, stats=stats)
         self._pool: Optional[_Pool] = None
 
     async def check(

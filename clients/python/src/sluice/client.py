@@ -25,6 +25,7 @@ from ._answer import (
     check_body,
     parse_answer,
 )
+from ._settings import _ClientSettings
 from ._stats import Stats
 
 _HEADERS = {"Content-Type": "application/json", "Host": "sluiced"}
@@ -52,7 +53,7 @@ class _UnixHTTPConnection(http.client.HTTPConnection):
         self.sock = sock
 
 
-class Client:
+class Client(_ClientSettings):
     """A blocking sluice client. Thread-safe; share one per process.
 
     >>> client = Client("/run/sluice/sluiced.sock")          # or Client("http://127.0.0.1:8080")
@@ -67,15 +68,7 @@ class Client:
         pool_size: int = DEFAULT_POOL_SIZE,
         stats: Optional[Stats] = None,
     ) -> None:
-        if timeout <= 0:
-            raise ValueError("timeout must be positive")
-        if pool_size < 1:
-            raise ValueError("pool_size must be at least 1")
-        self.address = Address.parse(address)
-        self.timeout = timeout
-        self.pool_size = pool_size
-        #: Counters of the middleware using this client (fail_open, fail_closed, errors).
-        self.stats = stats or Stats()
+        super().__init__(address, timeout=timeout, pool_size=pool_size, stats=stats)
         self._slots = threading.BoundedSemaphore(pool_size)
         self._idle: List[http.client.HTTPConnection] = []
         self._lock = threading.Lock()
