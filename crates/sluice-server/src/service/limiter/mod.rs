@@ -14,6 +14,10 @@ use std::time::Duration;
 
 mod call;
 mod decide;
+mod denied;
+mod leases;
+mod local;
+mod slots;
 mod verdict;
 
 use arc_swap::ArcSwap;
@@ -113,6 +117,8 @@ pub struct Limiter {
     top: TopKeys,
     /// The stores of `scope = "global"` and `"replicated"` policies (`[region]`).
     region: RegionStores,
+    /// The denied cache and the leases (`local.rs`).
+    local: local::Local,
 }
 
 /// A check resolved against its policy, not yet decided.
@@ -151,6 +157,7 @@ impl Limiter {
             none: NO_TIER.into(),
             top,
             region: RegionStores::default(),
+            local: local::Local::default(),
         }
     }
 
@@ -231,7 +238,9 @@ impl Limiter {
         self.policies.load_full()
     }
 
-    /// Swaps in a new policy set; checks in flight finish on the old one.
+    /// Swaps in a new policy set; checks in flight finish on the old one. The denied cache
+    /// is dropped whole: a limit may have been raised (every reload, admin override and
+    /// override poll comes here).
     pub fn replace_policies(&self, policies: PolicySet) {
         self.metrics
             .prime(self.store.kind().as_str(), policies.names());
@@ -240,6 +249,7 @@ impl Limiter {
             replicated.set_policies(policies.replicated());
         }
         self.policies.store(Arc::new(policies));
+        self.local.denied.clear();
     }
 
     /// Whether the backend answers, within the timeout.
