@@ -1,8 +1,11 @@
-//! Leases of fixed_window units: when a key is hot on this daemon (at least [`HOT`] checks
-//! of it in the current window), one backend call takes a block of `g` units from the
-//! window's shared counter (a check of cost `g`: it passes only if the window still has them,
-//! so every unit is counted there), and the daemon admits from the block until it is spent
-//! or the window ends. No window admits more than its limit across daemons.
+//! Leases of window units (fixed_window, sliding_window_counter): when a key is hot on this
+//! daemon (at least [`HOT`] checks of it in the current window), one backend call takes a
+//! block of `g` units from the window's shared counter (a check of cost `g`, through the
+//! group-commit path: it passes only if the window still has them, so every unit is counted
+//! there), and the daemon admits from the block until it is spent or the window ends. No
+//! window admits more than its limit across daemons. For sliding_window_counter this holds
+//! at every instant too: a unit admitted later in the window than it was counted meets a
+//! previous window weighted less, so the sliding sum it was checked under only falls.
 //!
 //! The rule for `g` ([`grant_size`]), with `F` = [`FLEET`] the daemons a limit is sized
 //! for, `R` the backend's remaining as this daemon last saw it:
@@ -17,7 +20,7 @@
 
 use std::sync::Arc;
 
-use sluice_core::{Decision, Params};
+use sluice_core::{Algorithm, Decision, Params};
 
 use super::slots::{Slot, Slots};
 
@@ -42,6 +45,8 @@ struct Hold {
     /// The window index of the block (the refund's token) and its end.
     token: u64,
     window_end: u64,
+    /// The `reset` of the answers given from the block: the backend's, at the grant.
+    reset_ms: u64,
     /// The backend's remaining as last seen.
     backend_remaining: u64,
     /// The window `hits` counts in (`now / window_ms`), and this daemon's checks in it.
@@ -86,6 +91,31 @@ impl Default for Leases {
     }
 }
 
+/// The window a block granted by `decision` at `now_ms` was counted in (its index, the
+/// refund's token) and the end of its use. fixed_window answers the window's end as its reset;
+/// sliding_window_counter does not, and the window is read from the daemon's `now` (the
+/// backend counts in that window or, its stored window ahead, a later one: the block then
+/// ends early, never late).
+fn block_window(params: &Params, decision: &Decision, now_ms: u64) -> (u64, u64) {
+    let w = params.window_ms.max(1);
+    match params.algorithm {
+        Algorithm::FixedWindow => ((decision.reset_ms / w).saturating_sub(1), decision.reset_ms),
+        _ => {
+            let index = now_ms / w;
+            (index, index.saturating_add(1).saturating_mul(w))
+        }
+    }
+}
+
+/// Whether `algorithm` is leased: the window algorithms, where a unit counted in a window
+/// may be admitted at any time before it ends without the window ever exceeding its limit.
+pub fn leased(algorithm: Algorithm) -> bool {
+    matches!(
+        algorithm,
+        Algorithm::FixedWindow | Algorithm::SlidingWindowCounter
+    )
+}
+
 /// The block to take: see the module doc.
 pub fn grant_size(limit: u64, backend_remaining: u64, hits: u64, last_grant: u64) -> u64 {
     let cap = limit / (10 * FLEET);
@@ -105,6 +135,7 @@ impl Leases {
             units: 0,
             token: 0,
             window_end: 0,
+            reset_ms: 0,
             backend_remaining: 0,
             seen_window: window,
             hits: 0,
@@ -134,7 +165,7 @@ impl Leases {
                     h.units -= cost;
                     let local = Take::Local {
                         remaining: h.backend_remaining.saturating_add(h.units),
-                        reset_ms: h.window_end,
+                        reset_ms: h.reset_ms,
                     };
                     return (local, expired);
                 }
@@ -152,20 +183,20 @@ impl Leases {
         (take, expired + forgotten)
     }
 
-    /// The backend granted `g` units (`decision`, a check of cost `g`), `cost` of them spent
-    /// by the check that asked: the answer's remaining, and the units of an older window
-    /// still held (an acquisition that outlived [`ACQUIRING_MS`]), which end here.
+    /// The backend granted `g` units (`decision`, a check of cost `g` at `now_ms`), `cost` of
+    /// them spent by the check that asked: the answer's remaining, and the units of an older
+    /// window still held (an acquisition that outlived [`ACQUIRING_MS`]), which end here.
     pub(super) fn granted(
         &self,
         slot: &Slot,
         g: u64,
         cost: u64,
         decision: &Decision,
+        now_ms: u64,
     ) -> (u64, u64) {
         self.slots
             .with(slot, |h| {
-                let w = h.params.window_ms.max(1);
-                let token = (decision.reset_ms / w).saturating_sub(1);
+                let (token, window_end) = block_window(&h.params, decision, now_ms);
                 let mut expired = 0;
                 if h.units > 0 && h.token != token {
                     // Units are spent only in the window that counted them.
@@ -173,7 +204,8 @@ impl Leases {
                 }
                 h.units += g - cost;
                 h.token = token;
-                h.window_end = decision.reset_ms;
+                h.window_end = window_end;
+                h.reset_ms = decision.reset_ms;
                 h.backend_remaining = decision.remaining;
                 h.grant = g;
                 h.acquiring_until = 0;
@@ -222,8 +254,6 @@ impl Leases {
 
 #[cfg(test)]
 mod tests {
-    use sluice_core::Algorithm;
-
     use super::*;
 
     fn params(limit: u64) -> Params {
@@ -275,7 +305,7 @@ mod tests {
         );
         assert_eq!(g, 2);
         assert_eq!(
-            leases.granted(&slot, g, 1, &allowed(9_997, 1_000)),
+            leases.granted(&slot, g, 1, &allowed(9_997, 1_000), 110),
             (9_998, 0)
         );
         let (take, _) = leases.take(&slot, p, 1, 120);
@@ -289,7 +319,7 @@ mod tests {
         // Five checks this window, twice the last grant 4: the demand is 5.
         assert_eq!(leases.take(&slot, p, 1, 130).0, Take::Acquire(5), "grows");
         assert_eq!(
-            leases.granted(&slot, 5, 1, &allowed(9_992, 1_000)),
+            leases.granted(&slot, 5, 1, &allowed(9_992, 1_000), 130),
             (9_996, 0)
         );
         assert!(leases.idle(200, IDLE_MS).0.is_empty(), "not idle yet");
@@ -309,7 +339,7 @@ mod tests {
         let Take::Acquire(g) = leases.take(&slot, p, 1, 110).0 else {
             panic!("hot");
         };
-        leases.granted(&slot, g, 1, &allowed(9_000, 1_000));
+        leases.granted(&slot, g, 1, &allowed(9_000, 1_000), 110);
         let (take, expired) = leases.take(&slot, p, 1, 1_000);
         assert_eq!((take, expired), (Take::Backend, g - 1));
     }

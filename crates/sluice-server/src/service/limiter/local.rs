@@ -52,7 +52,7 @@ impl Limiter {
             lease.local(&one.policy.name, Source::DeniedCache);
             return Ok(self.verdict(one, decision, now_ms, started));
         }
-        let leasable = one.check.params.algorithm == Algorithm::FixedWindow;
+        let leasable = leases::leased(one.check.params.algorithm);
         let mut grant = None;
         if leasable {
             let (take, expired) = self
@@ -135,7 +135,7 @@ impl Limiter {
                 let (remaining, expired) =
                     self.local
                         .leases
-                        .granted(slot, g, one.check.cost, &decision);
+                        .granted(slot, g, one.check.cost, &decision, now_ms);
                 self.metrics.lease.units(name, Units::Expired, expired);
                 self.metrics.lease.units(name, Units::Granted, g);
                 self.metrics.lease.units(name, Units::Used, one.check.cost);
@@ -148,7 +148,11 @@ impl Limiter {
                 self.local
                     .leases
                     .observe(slot, Some(refused.remaining), true);
-                if refused.remaining < one.check.cost {
+                // fixed_window refuses any cost above what is left until the window ends: the
+                // refusal is this check's denial. sliding_window_counter's retry depends on
+                // the cost, so the check goes alone.
+                let fixed = one.check.params.algorithm == Algorithm::FixedWindow;
+                if fixed && refused.remaining < one.check.cost {
                     return Ok(refused);
                 }
                 let decided = self
