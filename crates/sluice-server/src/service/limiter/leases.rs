@@ -107,13 +107,15 @@ fn block_window(params: &Params, decision: &Decision, now_ms: u64) -> (u64, u64)
     }
 }
 
-/// Whether `algorithm` is leased: the window algorithms, where a unit counted in a window
-/// may be admitted at any time before it ends without the window ever exceeding its limit.
-pub fn leased(algorithm: Algorithm) -> bool {
+/// Whether checks under `params` are leased: the window algorithms, where a unit counted in
+/// a window may be admitted at any time before it ends without the window ever exceeding its
+/// limit, with a limit that allows blocks of at least 2 units (so the many small per-user
+/// limits keep no lease state at all).
+pub fn leased(params: &Params) -> bool {
     matches!(
-        algorithm,
+        params.algorithm,
         Algorithm::FixedWindow | Algorithm::SlidingWindowCounter
-    )
+    ) && params.limit / (10 * FLEET) >= 2
 }
 
 /// The block to take: see the module doc.
@@ -161,7 +163,7 @@ impl Leases {
                 }
                 h.hits += 1;
                 h.last_used = now_ms;
-                if h.units >= cost {
+                if h.units > 0 && h.units >= cost {
                     h.units -= cost;
                     let local = Take::Local {
                         remaining: h.backend_remaining.saturating_add(h.units),
@@ -327,6 +329,23 @@ mod tests {
         assert_eq!((back.len(), back[0].units, back[0].token), (1, 4, 0));
         assert!(expired.is_empty());
         assert_eq!(leases.take(&slot, p, 1, 700).0, Take::Acquire(10));
+    }
+
+    #[test]
+    fn small_limits_and_other_algorithms_are_not_leased() {
+        assert!(leased(&params(160)) && !leased(&params(159)));
+        let bucket = Params {
+            algorithm: Algorithm::TokenBucket,
+            ..params(10_000)
+        };
+        assert!(!leased(&bucket));
+    }
+
+    #[test]
+    fn a_peek_is_answered_from_a_block_only_when_there_is_one() {
+        let leases = Leases::default();
+        let slot = Slot::new(&Arc::from("p"), 0, "k");
+        assert_eq!(leases.take(&slot, params(10_000), 0, 100).0, Take::Backend);
     }
 
     #[test]

@@ -52,7 +52,7 @@ impl Limiter {
             lease.local(&one.policy.name, Source::DeniedCache);
             return Ok(self.verdict(one, decision, now_ms, started));
         }
-        let leasable = leases::leased(one.check.params.algorithm);
+        let leasable = leases::leased(&one.check.params);
         let mut grant = None;
         if leasable {
             let (take, expired) = self
