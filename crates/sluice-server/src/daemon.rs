@@ -90,6 +90,7 @@ pub async fn serve_until(
         app.limiter.clone(),
         stop.clone().into_wait(),
     ));
+    let leases = (app.limiter.clone(), app.clock.clone());
     let housekeeping = tokio::spawn(housekeep(app, stop.clone().into_wait()));
     tokio::spawn(async move {
         shutdown.await;
@@ -120,6 +121,16 @@ pub async fn serve_until(
     }
     housekeeping.abort();
     sync.abort();
+    // Unspent leases go back to the window counters they came from (bounded by the
+    // backend's timeout per key; a daemon that cannot return them loses them to the window).
+    let (limiter, clock) = leases;
+    let returned = limiter.return_leases(clock.now_ms(), true);
+    if tokio::time::timeout(Duration::from_secs(1), returned)
+        .await
+        .is_err()
+    {
+        tracing::warn!("unspent leases not all returned within 1s of the stop");
+    }
     for (path, inode) in sockets {
         unix::remove_socket(&path, inode);
     }
@@ -137,6 +148,7 @@ async fn housekeep(app: App, stop: impl Future<Output = ()>) {
                 let limiter = &app.limiter;
                 limiter.store().housekeep(app.clock.now_ms());
                 app.status.tick(limiter, app.clock.now_ms());
+                limiter.return_leases(app.clock.now_ms(), false).await;
                 limiter
                     .metrics()
                     .record_store(limiter.store().as_ref(), limiter.policies().names());

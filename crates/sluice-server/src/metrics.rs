@@ -11,8 +11,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
-use prometheus_client::encoding::{EncodeLabelSet, EncodeMetric, MetricEncoder};
-use prometheus_client::metrics::MetricType;
+use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -23,6 +22,11 @@ use sluice_store::{BatchObserver, ReplicationObserver, Store, StoreKind};
 use crate::histogram::{self, MAX_BUCKETS, StripedHistogram};
 
 pub mod totals;
+
+mod described;
+pub mod lease;
+use described::Described;
+pub use lease::LeaseMetrics;
 
 /// `plan_tier` label of a check without a tier.
 pub const NO_TIER: &str = "none";
@@ -114,24 +118,6 @@ const _: () = assert!(
     "a bucket set is larger than StripedHistogram holds"
 );
 
-/// A metric registered so that it is described even while it has no series.
-#[derive(Debug)]
-struct Described<M>(M);
-
-impl<M: EncodeMetric> EncodeMetric for Described<M> {
-    fn encode(&self, encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
-        self.0.encode(encoder)
-    }
-
-    fn metric_type(&self) -> MetricType {
-        self.0.metric_type()
-    }
-
-    fn is_empty(&self) -> bool {
-        false
-    }
-}
-
 fn redis_histogram() -> StripedHistogram {
     StripedHistogram::new(&REDIS_BUCKETS)
 }
@@ -174,6 +160,8 @@ pub struct Metrics {
     replication_lag: HistogramFamily<PeerLabels>,
     replication_pending: Family<PeerLabels, Gauge>,
     replication_errors: Family<PeerLabels, Counter>,
+    /// Leases and the denied cache (`metrics/lease.rs`).
+    pub lease: LeaseMetrics,
 }
 
 impl Default for Metrics {
@@ -293,7 +281,9 @@ impl Metrics {
             "Connections answered overloaded and closed at listen.max_connections, by listener",
             Described(connections_refused.clone()),
         );
+        let lease = LeaseMetrics::register(&mut registry);
         Metrics {
+            lease,
             registry,
             connections_refused,
             requests,

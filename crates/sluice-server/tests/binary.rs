@@ -619,8 +619,10 @@ fn start_on_redis(dir: &Path, url: &str, log: &Path) -> (Child, PathBuf) {
     let socket = dir.join("d.sock");
     let config = dir.join("sluice.toml");
     let backend = format!("[backend]\nkind = \"redis\"\nurl = \"{url}\"\ntimeout = \"100ms\"\n");
+    // `lease = "off"`: every check reaches Redis, so its failures are what the watchdog hears
+    // (a leased hot key would keep admitting from its block through the outage).
     let policies = "[policies.p]\nalgorithm = \"fixed_window\"\nlimit = 1000000\nwindow = \"1h\"\n\
-                    fail = \"closed\"\n";
+                    fail = \"closed\"\nlease = \"off\"\n";
     write_config_with(&config, &socket, "", &format!("{backend}\n{policies}"));
     let child = Command::new(BIN)
         .arg("--config")

@@ -116,6 +116,18 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
 
     /// Periodic upkeep at `now_ms`, such as forgetting expired keys. Called by the daemon.
     fn housekeep(&self, _now_ms: u64) {}
+
+    /// Gives back `check.cost` units a fixed_window check consumed in the window `token`
+    /// (its index), if the key is still in that window: a daemon's unspent lease returned.
+    /// Stores that lease nothing ignore it.
+    async fn give_back(
+        &self,
+        _check: &Check<'_>,
+        _token: u64,
+        _now_ms: u64,
+    ) -> Result<(), StoreError> {
+        Ok(())
+    }
 }
 
 /// What a Redis store reports about its script calls, for the daemon's metrics (the store

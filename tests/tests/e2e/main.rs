@@ -14,6 +14,7 @@ mod features;
 mod forward_auth;
 mod headers;
 mod layer;
+mod lease;
 mod nginx;
 mod resp;
 mod rls;

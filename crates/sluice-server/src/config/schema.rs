@@ -203,6 +203,8 @@ pub struct PolicyConfig {
     /// `replicated`: admitted may exceed the limit by at most this fraction. Default 0.05.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub overshoot_budget: Option<f64>,
+    /// `auto` (default): leases and the denied cache on the Redis backends; `off`: neither.
+    pub lease: String,
 }
 
 impl Default for PolicyConfig {
@@ -219,6 +221,7 @@ impl Default for PolicyConfig {
             scope: "local".to_owned(),
             sync_interval: None,
             overshoot_budget: None,
+            lease: "auto".to_owned(),
         }
     }
 }

@@ -283,6 +283,16 @@ impl Store for Watched {
         self.store().housekeep(now_ms);
     }
 
+    /// Untracked, as the overrides: a lease returned says nothing about checks answered.
+    async fn give_back(
+        &self,
+        check: &Check<'_>,
+        token: u64,
+        now_ms: u64,
+    ) -> Result<(), StoreError> {
+        self.store().give_back(check, token, now_ms).await
+    }
+
     fn set_batch_observer(&self, observer: Arc<dyn BatchObserver>) {
         *self.observer.lock() = Some(Arc::clone(&observer));
         self.store().set_batch_observer(observer);

@@ -105,6 +105,9 @@ pub struct Policy {
     pub scope: Scope,
     /// `Some` exactly when `scope` is `Replicated`.
     pub replication: Option<sluice_store::Replication>,
+    /// `lease = "auto"`: leases and the denied cache may answer this policy's checks (on the
+    /// Redis backends, `scope = "local"`, not shadow: see the limiter's `local` module).
+    pub lease: bool,
 }
 
 /// Label of a tier or endpoint the config does not name.
@@ -283,6 +286,17 @@ fn compile_policy(
     let fail = compile_fail(name, config, errors);
     check_labels(name, config, errors);
     let (scope, replication) = compile_scope(name, config, errors);
+    let lease = match config.lease.as_str() {
+        "auto" => true,
+        "off" => false,
+        other => {
+            errors.push(FieldError::new(
+                field(name, "lease"),
+                format!("unknown lease mode {other:?}; expected auto or off"),
+            ));
+            false
+        }
+    };
     // Zero values are reported above; what is left to check is how the values combine.
     let (Some(algorithm), Some(limit), Some(window_ms)) = (algorithm, limit, window_ms) else {
         return None;
@@ -323,6 +337,7 @@ fn compile_policy(
         ),
         scope,
         replication,
+        lease,
     })
 }
 

@@ -50,6 +50,28 @@ impl<C: ScriptRunner + ?Sized> Store for ScriptStore<C> {
     fn set_batch_observer(&self, observer: Arc<dyn BatchObserver>) {
         self.groups().set_observer(observer);
     }
+
+    async fn give_back(
+        &self,
+        check: &Check<'_>,
+        token: u64,
+        now_ms: u64,
+    ) -> Result<(), StoreError> {
+        validate(check)?;
+        let keys = [keys::limit_keys(
+            &self.layout().prefix,
+            check.policy,
+            check.key,
+            check.params.algorithm,
+        )];
+        let checks = std::slice::from_ref(check);
+        self.bounds()
+            .call(async {
+                self.client().routable().await?;
+                refund(self, checks, &keys, &[(0, token)], now_ms).await
+            })
+            .await
+    }
 }
 
 /// Refuses what the core would refuse, before anything is sent.

@@ -24,6 +24,9 @@ impl Limiter {
     ) -> Result<Verdict, LimitError> {
         let at = (shape == Shape::Batch).then_some(0);
         let one = self.resolve(&self.policies.load(), input, at)?;
+        if shape == Shape::One && self.answers_locally(&one) {
+            return self.decide_local(one, now_ms, span).await;
+        }
         let started = Started::now(span);
         let scope = one.policy.scope;
         let decided = match shape {

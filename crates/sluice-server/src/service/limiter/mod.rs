@@ -14,6 +14,10 @@ use std::time::{Duration, Instant};
 
 mod call;
 mod decide;
+mod denied;
+mod leases;
+mod local;
+mod slots;
 mod verdict;
 
 use arc_swap::ArcSwap;
@@ -130,6 +134,8 @@ pub struct Limiter {
     top: TopKeys,
     /// The stores of `scope = "global"` and `"replicated"` policies (`[region]`).
     region: RegionStores,
+    /// The denied cache and the leases (`local.rs`).
+    local: local::Local,
 }
 
 /// A check resolved against its policy, not yet decided.
@@ -168,6 +174,7 @@ impl Limiter {
             none: NO_TIER.into(),
             top,
             region: RegionStores::default(),
+            local: local::Local::default(),
         }
     }
 
@@ -248,7 +255,9 @@ impl Limiter {
         self.policies.load_full()
     }
 
-    /// Swaps in a new policy set; checks in flight finish on the old one.
+    /// Swaps in a new policy set; checks in flight finish on the old one. The denied cache
+    /// is dropped whole: a limit may have been raised (every reload, admin override and
+    /// override poll comes here).
     pub fn replace_policies(&self, policies: PolicySet) {
         self.metrics
             .prime(self.store.kind().as_str(), policies.names());
@@ -257,6 +266,7 @@ impl Limiter {
             replicated.set_policies(policies.replicated());
         }
         self.policies.store(Arc::new(policies));
+        self.local.denied.clear();
     }
 
     /// Whether the backend answers, within the timeout.
