@@ -1,5 +1,6 @@
 //! Leases and the denied cache on a real Redis: four daemons on one server, 32 concurrent
-//! callers each on hot keys, never admit more than the limit in any window and, with demand
+//! callers each on hot keys (and on a zipf-like key set), never admit more than the limit in
+//! any window and, with demand
 //! above it, no fewer than the limit less the units the fleet can hold; a limit raised
 //! through the admin API lifts the denied cache's denials on every daemon; with Redis
 //! stopped (SIGSTOP), a key holding a lease keeps admitting from its block while the others
@@ -118,8 +119,48 @@ async fn four_daemons_lease_sliding_window_counter_within_the_limit() {
     four_daemons_on_hot_keys("hot_swc", Shared::Redis(RedisServer::start())).await;
 }
 
+/// A zipf-like key set (64 keys, key `i` drawn about `1/(i+1)` as often): a few keys hot and
+/// leased, many cold and checked on the backend, the middle ones crossing between; every key
+/// stays within its limit in every window.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn four_daemons_on_a_zipf_key_set_never_admit_more_than_the_limit() {
+    four_daemons_on("hot", Shared::Redis(RedisServer::start()), Spread::Zipf(64)).await;
+}
+
+/// Which keys the callers check.
+#[derive(Clone, Copy)]
+enum Spread {
+    /// Two keys, alternately: both far over their limit.
+    Hot,
+    /// `n` keys, key `i` drawn about `1/(i+1)` as often as key 0.
+    Zipf(usize),
+}
+
+impl Spread {
+    /// The key of the caller's `n`-th check.
+    fn key(self, n: usize) -> usize {
+        match self {
+            Spread::Hot => n % 2,
+            Spread::Zipf(keys) => {
+                // n hashed to a uniform u in [0, 1), then i = floor(keys^u) - 1: P(i) ~ 1/(i+1).
+                let h = (n as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 11;
+                #[allow(clippy::cast_precision_loss)]
+                let u = h as f64 / (1u64 << 53) as f64;
+                #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+                let i = ((keys as f64).powf(u) as usize).saturating_sub(1);
+                i.min(keys - 1)
+            }
+        }
+    }
+}
+
 /// Four daemons on one Redis, 32 callers each on two hot keys of `policy` for 3.5 s.
 async fn four_daemons_on_hot_keys(policy: &'static str, shared: Shared) {
+    four_daemons_on(policy, shared, Spread::Hot).await;
+}
+
+/// Four daemons on one backend, 32 callers each on the keys of `spread` for 3.5 s.
+async fn four_daemons_on(policy: &'static str, shared: Shared, spread: Spread) {
     let fixed = policy == "hot";
     let mut daemons = Vec::new();
     for _ in 0..4 {
@@ -139,7 +180,7 @@ async fn four_daemons_on_hot_keys(policy: &'static str, shared: Shared) {
                 let mut n = d * 32 + c;
                 while Instant::now() < until {
                     n += 1;
-                    let key = n % 2;
+                    let key = spread.key(n);
                     let name = format!("tenant:{key}");
                     let now = wall_ms();
                     let v = daemon
@@ -181,7 +222,11 @@ async fn four_daemons_on_hot_keys(policy: &'static str, shared: Shared) {
     }
     // The windows the run covered whole (not its first and last), with demand above the limit
     // (fixed_window: a sliding window admits less when the previous window was full).
-    for &window in windows[1..windows.len() - 1].iter().filter(|_| fixed) {
+    let hot_only = matches!(spread, Spread::Hot);
+    for &window in windows[1..windows.len() - 1]
+        .iter()
+        .filter(|_| fixed && hot_only)
+    {
         for key in 0..2 {
             let n = admitted.get(&(key, window)).copied().unwrap_or(0);
             assert!(
