@@ -184,13 +184,21 @@ async fn the_daemon_serves_on_after_a_cluster_master_fails_over() {
     cluster.wait_replicated(master, Duration::from_secs(10));
     cluster.kill(master);
     // Failover takes ~4 s at cluster-node-timeout 2000; the same daemon must serve again.
-    until_served(&d, "closed", "user:failover", Duration::from_secs(20)).await;
-    let after = d
-        .unix()
-        .check(&req("closed", "user:failover"))
-        .await
-        .unwrap();
-    assert_eq!(after.status, 200);
+    let took = until_served(&d, "closed", "user:failover", Duration::from_secs(20)).await;
+    // Right after the failover an answer may still meet the old slot map (the client settles
+    // over a few calls, more slowly on a loaded machine): the state is read from the next
+    // answer that is a decision, within the same bound.
+    let start = Instant::now();
+    let after = loop {
+        match d.unix().check(&req("closed", "user:failover")).await {
+            Ok(answer) if answer.status == 200 => break answer,
+            other => assert!(
+                took + start.elapsed() < Duration::from_secs(20),
+                "no decision after the failover: {other:?}"
+            ),
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
     assert!(
         after.body.remaining < 998,
         "state written before the kill survived on the replica"
