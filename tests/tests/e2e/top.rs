@@ -39,13 +39,28 @@ async fn the_top_list_names_the_keys_that_are_limited() {
     let keys: Vec<&str> = by_checked.keys.iter().map(|k| k.key.as_str()).collect();
     assert_eq!(keys, ["user:heavy", "user:light"]);
 
+    // The ratio comes from HyperLogLogs of 1 024 registers: two keys share one about once in
+    // a thousand runs (the ratio then reads 1). Eight keys of each kind keep a shared register
+    // within the tolerance.
+    for i in 2..=8 {
+        for _ in 0..20 {
+            c.check(&req("fw", &format!("user:heavy-{i}")))
+                .await
+                .unwrap();
+        }
+        for _ in 0..2 {
+            c.check(&req("fw", &format!("user:light-{i}")))
+                .await
+                .unwrap();
+        }
+    }
     let metrics = String::from_utf8(get(&d, "/metrics").await.body.to_vec()).unwrap();
     let line = metrics
         .lines()
         .find(|l| l.starts_with("rate_limit_denied_keys_ratio{") && l.contains("policy=\"fw\""))
         .unwrap();
     let ratio: f64 = line.rsplit(' ').next().unwrap().parse().unwrap();
-    assert!((ratio - 0.5).abs() < 0.05, "one of two keys denied: {line}");
+    assert!((ratio - 0.5).abs() < 0.1, "half of the keys denied: {line}");
 }
 
 #[tokio::test]
