@@ -7,6 +7,10 @@ use std::process::Output;
 
 use sluice_server::testing::Daemon;
 
+mod common;
+
+use common::sluice;
+
 const CONFIG: &str = r#"
 [admin]
 token = "t0k3n"
@@ -19,16 +23,6 @@ window = "1h"
 
 async fn daemon() -> Daemon {
     Daemon::start(CONFIG).await
-}
-
-async fn sluice(socket: &Path, args: &[&str]) -> Output {
-    tokio::process::Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .arg("--socket")
-        .arg(socket)
-        .args(args)
-        .output()
-        .await
-        .unwrap()
 }
 
 fn stdout(output: &Output) -> String {

@@ -4,7 +4,6 @@
 #![allow(clippy::unwrap_used)] // set-up helpers outside #[test] fns may unwrap too
 
 use std::path::Path;
-use std::process::Output;
 use std::sync::Arc;
 
 use sluice_client::api::{CheckRequest, StatusResponse};
@@ -12,6 +11,10 @@ use sluice_server::App;
 use sluice_server::clock::ManualClock;
 use sluice_server::service::stores::Stores;
 use sluice_server::testing::{self, Daemon, Down, T0};
+
+mod common;
+
+use common::sluice;
 
 const CONFIG: &str = r#"
 [policies.api]
@@ -28,16 +31,6 @@ window = "1s"
 /// Workers checking at once, and checks each sends.
 const WORKERS: usize = 8;
 const PER_WORKER: usize = 50;
-
-async fn sluice(socket: &Path, args: &[&str]) -> Output {
-    tokio::process::Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .arg("--socket")
-        .arg(socket)
-        .args(args)
-        .output()
-        .await
-        .unwrap()
-}
 
 /// One check over `client`; answers the HTTP status.
 async fn check(client: &sluice_client::Client, policy: &str, key: &str) -> u16 {

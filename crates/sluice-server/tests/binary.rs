@@ -9,12 +9,12 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
 use http::Method;
-use sluice_api::{CheckRequest, PoliciesResponse};
+use sluice_api::CheckRequest;
 use sluice_client::Client;
 
 mod common;
 
-use common::{BIN, second_daemon_refused, spawn_on, wait_for_socket};
+use common::{BIN, limit_of, metrics, second_daemon_refused, spawn_on, wait_for_socket};
 
 fn examples() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/sluice.toml")
@@ -186,19 +186,6 @@ fn write_config_with(path: &Path, socket: &Path, listen: &str, policies: &str) {
 
 const ONE: &str = "[policies.p]\nalgorithm = \"fixed_window\"\nlimit = 1\nwindow = \"1h\"\n";
 const THREE: &str = "[policies.p]\nalgorithm = \"fixed_window\"\nlimit = 3\nwindow = \"1h\"\n";
-
-async fn limit_of(client: &Client) -> u64 {
-    let raw = client
-        .send(Method::GET, "/v1/policies", &[], "")
-        .await
-        .unwrap();
-    raw.json::<PoliciesResponse>().unwrap().policies["p"].limit
-}
-
-async fn metrics(client: &Client) -> String {
-    let raw = client.send(Method::GET, "/metrics", &[], "").await.unwrap();
-    String::from_utf8(raw.body.to_vec()).unwrap()
-}
 
 #[tokio::test]
 async fn sighup_applies_a_new_limit_and_a_bad_reload_keeps_it() {

@@ -11,13 +11,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
-use http::Method;
-use sluice_api::{CheckRequest, PoliciesResponse};
+use sluice_api::CheckRequest;
 use sluice_client::Client;
 
 mod common;
 
-use common::{BIN, wait_for_socket};
+use common::{BIN, limit_of, metrics, wait_for_socket};
 
 const ONE: &str = "[policies.p]\nalgorithm = \"fixed_window\"\nlimit = 1\nwindow = \"1h\"\n";
 const THREE: &str = "[policies.p]\nalgorithm = \"fixed_window\"\nlimit = 3\nwindow = \"1h\"\n";
@@ -79,19 +78,6 @@ fn replace(path: &Path, text: &str) {
     let tmp = path.with_extension("swp");
     std::fs::write(&tmp, text).unwrap();
     std::fs::rename(&tmp, path).unwrap();
-}
-
-async fn limit_of(client: &Client) -> u64 {
-    let raw = client
-        .send(Method::GET, "/v1/policies", &[], "")
-        .await
-        .unwrap();
-    raw.json::<PoliciesResponse>().unwrap().policies["p"].limit
-}
-
-async fn metrics(client: &Client) -> String {
-    let raw = client.send(Method::GET, "/metrics", &[], "").await.unwrap();
-    String::from_utf8(raw.body.to_vec()).unwrap()
 }
 
 /// Polls until policy `p` has `limit`.

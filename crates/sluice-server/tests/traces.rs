@@ -601,12 +601,7 @@ async fn prometheus_stores_exemplars_whose_trace_ids_the_trace_receiver_got() {
     if let Err(refused) = sluice_testkit::promtool_check_metrics(&plain) {
         panic!("promtool check metrics: {refused}\n{plain}");
     }
-    let accept = [("accept", "application/openmetrics-text;version=1.0.0")];
-    let open = scrape
-        .send(Method::GET, "/metrics", &accept, "")
-        .await
-        .unwrap();
-    let open = String::from_utf8(open.body.to_vec()).unwrap();
+    let open = openmetrics(&scrape).await;
     let exemplar = open
         .lines()
         .find(|l| l.starts_with("rate_limit_check_duration_seconds_bucket{") && l.contains(" # {"))
@@ -663,13 +658,8 @@ async fn a_redis_call_carries_the_trace_of_its_check_as_an_exemplar() {
         ],
     );
     assert_eq!(d.check("p", "on-redis", None).await, 200);
-    let accept = [("accept", "application/openmetrics-text;version=1.0.0")];
     let scrape = Client::tcp(metrics.to_string()).with_timeout(Duration::from_secs(5));
-    let open = scrape
-        .send(Method::GET, "/metrics", &accept, "")
-        .await
-        .unwrap();
-    let open = String::from_utf8(open.body.to_vec()).unwrap();
+    let open = openmetrics(&scrape).await;
     let exemplar = open
         .lines()
         .find(|l| l.starts_with("rate_limit_redis_duration_seconds_bucket{") && l.contains(" # {"))
@@ -684,4 +674,14 @@ async fn a_redis_call_carries_the_trace_of_its_check_as_an_exemplar() {
         .wait_for(&unhex(id), "ratelimit.backend_call")
         .await;
     assert_eq!(attribute(&call, "ratelimit.backend"), text("redis"));
+}
+
+/// `/metrics` as a scraper asking for OpenMetrics reads it (exemplars included).
+async fn openmetrics(scrape: &Client) -> String {
+    let accept = [("accept", "application/openmetrics-text;version=1.0.0")];
+    let open = scrape
+        .send(Method::GET, "/metrics", &accept, "")
+        .await
+        .unwrap();
+    String::from_utf8(open.body.to_vec()).unwrap()
 }

@@ -72,3 +72,21 @@ pub fn second_daemon_refused(config: &Path) -> String {
     assert!(stderr.contains("already listening"), "{stderr}");
     stderr
 }
+
+/// The limit of policy `p` as the daemon behind `client` serves it (`/v1/policies`).
+pub async fn limit_of(client: &sluice_client::Client) -> u64 {
+    let raw = client
+        .send(http::Method::GET, "/v1/policies", &[], "")
+        .await
+        .unwrap();
+    raw.json::<sluice_api::PoliciesResponse>().unwrap().policies["p"].limit
+}
+
+/// The `/metrics` text of the daemon behind `client`.
+pub async fn metrics(client: &sluice_client::Client) -> String {
+    let raw = client
+        .send(http::Method::GET, "/metrics", &[], "")
+        .await
+        .unwrap();
+    String::from_utf8(raw.body.to_vec()).unwrap()
+}
