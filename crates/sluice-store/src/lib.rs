@@ -59,4 +59,6 @@ pub use redis::replicated::{
     SharedBackend,
 };
 pub use redis::{Cluster, ClusterStore, RedisStore, ScriptStore, Single, keys, replicated};
-pub use store::{BatchObserver, Check, LimitOverride, OverrideStore, Store, StoreKind};
+pub use store::{
+    BatchObserver, Check, LimitOverride, OverrideStore, Store, StoreKind, candidate_policy,
+};

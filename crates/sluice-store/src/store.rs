@@ -18,6 +18,15 @@ pub struct Check<'a> {
     pub cost: u64,
 }
 
+/// The name a candidate limit's state of `policy` is kept under by the stores that keep it as
+/// a policy of its own (memory): `#` never appears in a policy name, so no policy shares it.
+pub fn candidate_policy(policy: &str) -> String {
+    let mut name = String::with_capacity(policy.len() + 10);
+    name.push_str(policy);
+    name.push_str("#candidate");
+    name
+}
+
 /// A limit of one (policy, tier) changed at run time (the admin API). Stored in the backend, so
 /// it survives daemon restarts and every daemon sharing the backend applies it.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -93,6 +102,80 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
         checks: &[Check<'_>],
         now_ms: u64,
     ) -> Result<Vec<Decision>, StoreError>;
+
+    /// Decides `check` as [`Store::check`] does and, beside it, `candidate`: the same policy
+    /// and key under the candidate limit's parameters, on a state of its own, consumed when
+    /// the candidate alone would allow, whatever `check`'s answer. Answers `check`'s decision
+    /// (the one the caller gets) and the candidate's.
+    ///
+    /// The default decides the candidate by a second call, on the state of
+    /// [`candidate_policy`]`(policy)`; the Redis stores override it so both go in one script
+    /// call (one round trip per check or group, with or without a candidate).
+    async fn check_with_candidate(
+        &self,
+        check: &Check<'_>,
+        candidate: &Params,
+        now_ms: u64,
+    ) -> Result<(Decision, Decision), StoreError> {
+        let decision = self.check(check, now_ms).await?;
+        let policy = candidate_policy(check.policy);
+        let judged = Check {
+            policy: &policy,
+            params: *candidate,
+            ..*check
+        };
+        Ok((decision, self.check(&judged, now_ms).await?))
+    }
+
+    /// [`Store::check_with_candidate`] at once, for the stores [`Store::check_now`] serves.
+    fn check_with_candidate_now(
+        &self,
+        check: &Check<'_>,
+        candidate: &Params,
+        now_ms: u64,
+    ) -> Option<Result<(Decision, Decision), StoreError>> {
+        let decision = match self.check_now(check, now_ms)? {
+            Ok(decision) => decision,
+            Err(e) => return Some(Err(e)),
+        };
+        let policy = candidate_policy(check.policy);
+        let judged = Check {
+            policy: &policy,
+            params: *candidate,
+            ..*check
+        };
+        Some(self.check_now(&judged, now_ms)?.map(|c| (decision, c)))
+    }
+
+    /// [`Store::check_all`] with candidates: `candidates[i]` (when set) is judged beside
+    /// `checks[i]` on its own, consumed when it alone would allow, whatever the batch's
+    /// answer. The default makes one more call per candidate; the Redis stores carry the
+    /// candidates in the batch's own call.
+    async fn check_all_with_candidates(
+        &self,
+        checks: &[Check<'_>],
+        candidates: &[Option<Params>],
+        now_ms: u64,
+    ) -> Result<Vec<(Decision, Option<Decision>)>, StoreError> {
+        let decisions = self.check_all(checks, now_ms).await?;
+        let mut out = Vec::with_capacity(decisions.len());
+        for (i, decision) in decisions.into_iter().enumerate() {
+            let judged = match candidates.get(i).copied().flatten() {
+                Some(params) => {
+                    let policy = candidate_policy(checks[i].policy);
+                    let judged = Check {
+                        policy: &policy,
+                        params,
+                        ..checks[i]
+                    };
+                    Some(self.check(&judged, now_ms).await?)
+                }
+                None => None,
+            };
+            out.push((decision, judged));
+        }
+        Ok(out)
+    }
 
     /// Whether the backend answers (`/readyz`).
     async fn ping(&self) -> Result<(), StoreError> {

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use arc_swap::ArcSwap;
 use async_trait::async_trait;
 use parking_lot::Mutex;
-use sluice_core::Decision;
+use sluice_core::{Decision, Params};
 use sluice_store::{
     BatchObserver, Check, LimitOverride, OverrideStore, Store, StoreError, StoreKind,
 };
@@ -258,6 +258,44 @@ impl Store for Watched {
             done: false,
         };
         let result = self.store().check_all(checks, now_ms).await;
+        pending.done = true;
+        self.record(&result);
+        result
+    }
+
+    async fn check_with_candidate(
+        &self,
+        check: &Check<'_>,
+        candidate: &Params,
+        now_ms: u64,
+    ) -> Result<(Decision, Decision), StoreError> {
+        let mut pending = UnfinishedCall {
+            watched: self,
+            done: false,
+        };
+        let result = self
+            .store()
+            .check_with_candidate(check, candidate, now_ms)
+            .await;
+        pending.done = true;
+        self.record(&result);
+        result
+    }
+
+    async fn check_all_with_candidates(
+        &self,
+        checks: &[Check<'_>],
+        candidates: &[Option<Params>],
+        now_ms: u64,
+    ) -> Result<Vec<(Decision, Option<Decision>)>, StoreError> {
+        let mut pending = UnfinishedCall {
+            watched: self,
+            done: false,
+        };
+        let result = self
+            .store()
+            .check_all_with_candidates(checks, candidates, now_ms)
+            .await;
         pending.done = true;
         self.record(&result);
         result
