@@ -1,0 +1,365 @@
+//! The replay proper: each line, at its own time, through `sluice_core::decide` for every
+//! policy it goes to, exactly as the daemon decides a check. State is kept per (policy, key)
+//! (the daemon keys its state by policy and key, whatever the tier), and the candidate's on a
+//! state of its own per (policy, key), consumed whenever the candidate alone would allow, as
+//! the stores' `check_with_candidate` does. Per (policy, tier, key) a few counters feed the
+//! report; every structure grows with keys, never with lines.
+
+use sluice_core::{State, decide};
+
+use crate::batch::{Batch, Line, PolicyPick};
+use crate::input::{LimitSpec, NO_TIER, OTHER_TIER, ReplayPolicy};
+use crate::keys::KeyTable;
+use crate::report::model::{CandidateReport, PeakRate, PolicyReport, TOP_KEYS, TopKey};
+use crate::stats::{self, Timeline, WindowCounts};
+
+/// Tier slot of a line naming no tier.
+const NONE_SLOT: usize = 0;
+/// Tier slot of a line naming a tier its policy does not have.
+const OTHER_SLOT: usize = 1;
+/// Slot of the policy's first configured tier.
+const FIRST_TIER_SLOT: usize = 2;
+
+/// A line the engine could not take: its key is new and the key table is full.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct KeyTableFull;
+
+/// The replay state of every policy.
+#[derive(Debug)]
+pub(crate) struct Engine {
+    keys: KeyTable,
+    policies: Vec<PolicyRun>,
+    first_ms: Option<u64>,
+    last_ms: Option<u64>,
+}
+
+impl Engine {
+    /// `candidate`: judge the candidates of `policies` too.
+    pub(crate) fn new(policies: &[ReplayPolicy], candidate: bool, max_keys: usize) -> Self {
+        Engine {
+            keys: KeyTable::new(max_keys),
+            policies: policies
+                .iter()
+                .map(|policy| PolicyRun::new(policy, candidate))
+                .collect(),
+            first_ms: None,
+            last_ms: None,
+        }
+    }
+
+    /// Replays `line` (of `batch`).
+    pub(crate) fn replay(&mut self, batch: &Batch, line: &Line) -> Result<(), KeyTableFull> {
+        let id = self
+            .keys
+            .intern(batch.bytes(line.key))
+            .ok_or(KeyTableFull)?;
+        let at_ms = self.keys.advance(id, line.at_ms);
+        self.first_ms = Some(self.first_ms.map_or(at_ms, |first| first.min(at_ms)));
+        self.last_ms = Some(self.last_ms.map_or(at_ms, |last| last.max(at_ms)));
+        let tier = batch.bytes(line.tier);
+        match line.policy {
+            PolicyPick::All => {
+                for policy in &mut self.policies {
+                    policy.replay(id, at_ms, tier, line.cost);
+                }
+            }
+            PolicyPick::One(index) => {
+                if let Some(policy) = self.policies.get_mut(index as usize) {
+                    policy.replay(id, at_ms, tier, line.cost);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Distinct keys seen.
+    pub(crate) fn keys(&self) -> usize {
+        self.keys.len()
+    }
+
+    /// The earliest and the latest time replayed.
+    pub(crate) fn span(&self) -> (Option<u64>, Option<u64>) {
+        (self.first_ms, self.last_ms)
+    }
+
+    /// One report per (policy, tier) with traffic, and a `none` one for a policy without.
+    pub(crate) fn finish(self, max_reject: f64) -> Vec<PolicyReport> {
+        let keys = &self.keys;
+        self.policies
+            .into_iter()
+            .flat_map(|policy| policy.finish(keys, max_reject))
+            .collect()
+    }
+}
+
+/// One policy: its limits by tier slot and the state of every key it has seen.
+#[derive(Debug)]
+struct PolicyRun {
+    name: String,
+    /// Configured tier names; tier `i` is slot `FIRST_TIER_SLOT + i`.
+    tier_names: Vec<Box<[u8]>>,
+    /// Per slot.
+    slots: Vec<Slot>,
+    /// Per key id (grown as ids appear).
+    keys: Vec<PolicyKey>,
+}
+
+/// One (policy, tier): its limits and totals.
+#[derive(Debug)]
+struct Slot {
+    label: String,
+    limit: LimitSpec,
+    candidate: Option<LimitSpec>,
+    requests: u64,
+    rejected: u64,
+    candidate_rejected: u64,
+    /// Requests in cost units.
+    units: u64,
+    timeline: Timeline,
+    windows: WindowCounts,
+}
+
+/// One key of one policy.
+#[derive(Debug, Default)]
+struct PolicyKey {
+    limit: State,
+    candidate: State,
+    /// Counters per tier slot the key was seen under (nearly always one).
+    tiers: Vec<KeyTier>,
+}
+
+/// One key under one (policy, tier).
+#[derive(Debug, Clone, Copy)]
+struct KeyTier {
+    slot: usize,
+    /// The aligned window being counted, and its count so far (cost units).
+    window: u64,
+    count: u64,
+    /// The highest count of any of its windows.
+    peak: u64,
+    rejected: u64,
+    candidate_rejected: u64,
+}
+
+impl PolicyRun {
+    fn new(policy: &ReplayPolicy, candidate: bool) -> Self {
+        let candidate_of = |tier: &str| {
+            candidate
+                .then(|| policy.candidates.get(tier).copied())
+                .flatten()
+        };
+        let base_candidate = candidate_of(NO_TIER);
+        let mut slots = vec![
+            Slot::new(NO_TIER, policy.base, base_candidate),
+            Slot::new(OTHER_TIER, policy.base, base_candidate),
+        ];
+        for (name, limit) in &policy.tiers {
+            slots.push(Slot::new(name, *limit, candidate_of(name)));
+        }
+        PolicyRun {
+            name: policy.name.clone(),
+            tier_names: policy.tiers.keys().map(|n| n.as_bytes().into()).collect(),
+            slots,
+            keys: Vec::new(),
+        }
+    }
+
+    fn slot(&self, tier: &[u8]) -> usize {
+        if tier.is_empty() {
+            return NONE_SLOT;
+        }
+        self.tier_names
+            .iter()
+            .position(|name| **name == *tier)
+            .map_or(OTHER_SLOT, |i| FIRST_TIER_SLOT + i)
+    }
+
+    fn replay(&mut self, id: u32, at_ms: u64, tier: &[u8], cost: u64) {
+        let slot_index = self.slot(tier);
+        let slot = &mut self.slots[slot_index];
+        let id = id as usize;
+        if id >= self.keys.len() {
+            self.keys.resize_with(id + 1, PolicyKey::default);
+        }
+        let key = &mut self.keys[id];
+        // A cost above the limit's capacity is refused by the core: a rejection.
+        let allowed = decide(&slot.limit, &mut key.limit, at_ms, cost).is_ok_and(|d| d.allowed);
+        let candidate_rejected = slot.candidate.is_some_and(|candidate| {
+            !decide(&candidate, &mut key.candidate, at_ms, cost).is_ok_and(|d| d.allowed)
+        });
+        let window = at_ms / slot.limit.window_ms;
+        let counters = match key.tiers.iter().position(|t| t.slot == slot_index) {
+            Some(i) => &mut key.tiers[i],
+            None => {
+                key.tiers.push(KeyTier {
+                    slot: slot_index,
+                    window,
+                    count: 0,
+                    peak: 0,
+                    rejected: 0,
+                    candidate_rejected: 0,
+                });
+                let last = key.tiers.len() - 1;
+                &mut key.tiers[last]
+            }
+        };
+        // Times only grow per key, so a later window closes the one being counted.
+        if window != counters.window {
+            slot.windows.record(counters.count);
+            counters.window = window;
+            counters.count = 0;
+        }
+        counters.count += cost;
+        counters.peak = counters.peak.max(counters.count);
+        counters.rejected += u64::from(!allowed);
+        counters.candidate_rejected += u64::from(candidate_rejected);
+
+        slot.requests += 1;
+        slot.units += cost;
+        slot.rejected += u64::from(!allowed);
+        slot.candidate_rejected += u64::from(candidate_rejected);
+        slot.timeline.record(at_ms, !allowed, candidate_rejected);
+    }
+
+    fn finish(mut self, keys: &KeyTable, max_reject: f64) -> Vec<PolicyReport> {
+        let mut per_slot: Vec<SlotKeys> =
+            (0..self.slots.len()).map(|_| SlotKeys::default()).collect();
+        for (id, key) in self.keys.iter().enumerate() {
+            for counters in &key.tiers {
+                let slot = &mut self.slots[counters.slot];
+                // The window still open at the end is closed now.
+                slot.windows.record(counters.count);
+                per_slot[counters.slot].add(id as u32, counters);
+            }
+        }
+        // Order: none, the configured tiers, other; only tiers with traffic, but at least
+        // the policy's own limit, so every policy shows.
+        let order = std::iter::once(NONE_SLOT)
+            .chain(FIRST_TIER_SLOT..self.slots.len())
+            .chain(std::iter::once(OTHER_SLOT));
+        let mut reports: Vec<PolicyReport> = order
+            .filter(|&index| self.slots[index].requests > 0)
+            .map(|index| {
+                std::mem::take(&mut per_slot[index]).report(
+                    &self.name,
+                    &self.slots[index],
+                    keys,
+                    max_reject,
+                )
+            })
+            .collect();
+        if reports.is_empty() {
+            reports.push(SlotKeys::default().report(
+                &self.name,
+                &self.slots[NONE_SLOT],
+                keys,
+                max_reject,
+            ));
+        }
+        reports
+    }
+}
+
+impl Slot {
+    fn new(label: &str, limit: LimitSpec, candidate: Option<LimitSpec>) -> Self {
+        Slot {
+            label: label.to_owned(),
+            limit,
+            candidate,
+            requests: 0,
+            rejected: 0,
+            candidate_rejected: 0,
+            units: 0,
+            timeline: Timeline::default(),
+            windows: WindowCounts::default(),
+        }
+    }
+}
+
+/// The keys of one (policy, tier), gathered at the end.
+#[derive(Debug, Default)]
+struct SlotKeys {
+    peaks: Vec<u64>,
+    keys_limited: u64,
+    candidate_keys_limited: u64,
+    /// (rejected, key id) of keys rejected at least once; likewise for the candidate.
+    rejecting: Vec<(u64, u32)>,
+    candidate_rejecting: Vec<(u64, u32)>,
+}
+
+impl SlotKeys {
+    fn add(&mut self, id: u32, counters: &KeyTier) {
+        self.peaks.push(counters.peak);
+        if counters.rejected > 0 {
+            self.keys_limited += 1;
+            self.rejecting.push((counters.rejected, id));
+        }
+        if counters.candidate_rejected > 0 {
+            self.candidate_keys_limited += 1;
+            self.candidate_rejecting
+                .push((counters.candidate_rejected, id));
+        }
+    }
+
+    fn report(
+        mut self,
+        policy: &str,
+        slot: &Slot,
+        keys: &KeyTable,
+        max_reject: f64,
+    ) -> PolicyReport {
+        self.peaks.sort_unstable();
+        let peaks = self.peaks;
+        let key_count = peaks.len() as u64;
+        let suggested_limit =
+            stats::suggested_limit(&peaks, &slot.windows.distribution(), max_reject, slot.units);
+        let candidate = slot.candidate.map(|limit| CandidateReport {
+            requests: slot.requests,
+            rejected: slot.candidate_rejected,
+            keys: key_count,
+            keys_limited: self.candidate_keys_limited,
+            top: top(self.candidate_rejecting, keys),
+            limit,
+        });
+        PolicyReport {
+            policy: policy.to_owned(),
+            tier: slot.label.clone(),
+            requests: slot.requests,
+            rejected: slot.rejected,
+            keys: key_count,
+            keys_limited: self.keys_limited,
+            peak_rate: PeakRate {
+                p50: stats::percentile(&peaks, 50),
+                p90: stats::percentile(&peaks, 90),
+                p99: stats::percentile(&peaks, 99),
+                max: peaks.last().copied().unwrap_or(0),
+            },
+            suggested_limit,
+            top: top(self.rejecting, keys),
+            candidate,
+            limit: slot.limit,
+            timeline: slot.timeline.clone(),
+            peaks,
+        }
+    }
+}
+
+/// The [`TOP_KEYS`] keys with most rejections, most first, ties by key.
+fn top(mut rejecting: Vec<(u64, u32)>, keys: &KeyTable) -> Vec<TopKey> {
+    let order = |a: &(u64, u32), b: &(u64, u32)| {
+        b.0.cmp(&a.0)
+            .then_with(|| keys.name(a.1).cmp(keys.name(b.1)))
+    };
+    if rejecting.len() > TOP_KEYS {
+        rejecting.select_nth_unstable_by(TOP_KEYS - 1, order);
+        rejecting.truncate(TOP_KEYS);
+    }
+    rejecting.sort_unstable_by(order);
+    rejecting
+        .into_iter()
+        .map(|(rejected, id)| TopKey {
+            key: String::from_utf8_lossy(keys.name(id)).into_owned(),
+            rejected,
+        })
+        .collect()
+}
