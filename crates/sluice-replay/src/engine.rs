@@ -124,8 +124,45 @@ struct Slot {
 struct PolicyKey {
     limit: State,
     candidate: State,
-    /// Counters per tier slot the key was seen under (nearly always one).
-    tiers: Vec<KeyTier>,
+    /// Counters per tier slot the key was seen under: nearly always one, kept inline.
+    tiers: KeyTiers,
+}
+
+/// A key's counters per tier slot: the first inline (one memory access less per line), any
+/// others beside it.
+#[derive(Debug, Default)]
+struct KeyTiers {
+    first: Option<KeyTier>,
+    others: Vec<KeyTier>,
+}
+
+impl KeyTiers {
+    /// The counters of `slot`, created at `window` when the key is new to it.
+    fn get_or_insert(&mut self, slot: usize, window: u64) -> &mut KeyTier {
+        let fresh = KeyTier {
+            slot,
+            window,
+            count: 0,
+            peak: 0,
+            rejected: 0,
+            candidate_rejected: 0,
+        };
+        if self.first.as_ref().is_none_or(|first| first.slot == slot) {
+            return self.first.get_or_insert(fresh);
+        }
+        let index = match self.others.iter().position(|t| t.slot == slot) {
+            Some(index) => index,
+            None => {
+                self.others.push(fresh);
+                self.others.len() - 1
+            }
+        };
+        &mut self.others[index]
+    }
+
+    fn iter(&self) -> impl Iterator<Item = &KeyTier> {
+        self.first.iter().chain(&self.others)
+    }
 }
 
 /// One key under one (policy, tier).
@@ -188,21 +225,7 @@ impl PolicyRun {
             !decide(&candidate, &mut key.candidate, at_ms, cost).is_ok_and(|d| d.allowed)
         });
         let window = at_ms / slot.limit.window_ms;
-        let counters = match key.tiers.iter().position(|t| t.slot == slot_index) {
-            Some(i) => &mut key.tiers[i],
-            None => {
-                key.tiers.push(KeyTier {
-                    slot: slot_index,
-                    window,
-                    count: 0,
-                    peak: 0,
-                    rejected: 0,
-                    candidate_rejected: 0,
-                });
-                let last = key.tiers.len() - 1;
-                &mut key.tiers[last]
-            }
-        };
+        let counters = key.tiers.get_or_insert(slot_index, window);
         // Times only grow per key, so a later window closes the one being counted.
         if window != counters.window {
             slot.windows.record(counters.count);
@@ -225,7 +248,7 @@ impl PolicyRun {
         let mut per_slot: Vec<SlotKeys> =
             (0..self.slots.len()).map(|_| SlotKeys::default()).collect();
         for (id, key) in self.keys.iter().enumerate() {
-            for counters in &key.tiers {
+            for counters in key.tiers.iter() {
                 let slot = &mut self.slots[counters.slot];
                 // The window still open at the end is closed now.
                 slot.windows.record(counters.count);

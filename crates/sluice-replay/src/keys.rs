@@ -6,14 +6,24 @@
 use ahash::RandomState;
 use hashbrown::HashTable;
 
-/// Interned keys, ids `0..len()`.
+/// Interned keys, ids `0..len()`. Their bytes sit end to end in one buffer: no allocation
+/// per key, and a lookup's comparison reads memory next to its neighbours'.
 #[derive(Debug)]
 pub(crate) struct KeyTable {
     hasher: RandomState,
     ids: HashTable<u32>,
-    names: Vec<Box<[u8]>>,
+    bytes: Vec<u8>,
+    /// Where key `id`'s bytes start in `bytes`; it ends where the next one starts.
+    starts: Vec<usize>,
     latest_ms: Vec<u64>,
     max_keys: usize,
+}
+
+/// Key `id`'s bytes.
+fn name<'a>(bytes: &'a [u8], starts: &[usize], id: u32) -> &'a [u8] {
+    let id = id as usize;
+    let end = starts.get(id + 1).copied().unwrap_or(bytes.len());
+    &bytes[starts[id]..end]
 }
 
 impl KeyTable {
@@ -22,7 +32,8 @@ impl KeyTable {
         KeyTable {
             hasher: RandomState::new(),
             ids: HashTable::new(),
-            names: Vec::new(),
+            bytes: Vec::new(),
+            starts: Vec::new(),
             latest_ms: Vec::new(),
             max_keys: max_keys.min(u32::MAX as usize),
         }
@@ -31,19 +42,20 @@ impl KeyTable {
     /// The id of `key`, interning it when new; `None` when it is new and the table is full.
     pub(crate) fn intern(&mut self, key: &[u8]) -> Option<u32> {
         let hash = self.hasher.hash_one(key);
-        let names = &self.names;
-        if let Some(&id) = self.ids.find(hash, |&id| *names[id as usize] == *key) {
+        let (bytes, starts) = (&self.bytes, &self.starts);
+        if let Some(&id) = self.ids.find(hash, |&id| name(bytes, starts, id) == key) {
             return Some(id);
         }
-        if self.names.len() >= self.max_keys {
+        if self.starts.len() >= self.max_keys {
             return None;
         }
-        let id = self.names.len() as u32;
-        self.names.push(key.into());
+        let id = self.starts.len() as u32;
+        self.starts.push(self.bytes.len());
+        self.bytes.extend_from_slice(key);
         self.latest_ms.push(0);
-        let (names, hasher) = (&self.names, &self.hasher);
+        let (bytes, starts, hasher) = (&self.bytes, &self.starts, &self.hasher);
         self.ids
-            .insert_unique(hash, id, |&id| hasher.hash_one(&*names[id as usize]));
+            .insert_unique(hash, id, |&id| hasher.hash_one(name(bytes, starts, id)));
         Some(id)
     }
 
@@ -56,11 +68,11 @@ impl KeyTable {
     }
 
     pub(crate) fn name(&self, id: u32) -> &[u8] {
-        &self.names[id as usize]
+        name(&self.bytes, &self.starts, id)
     }
 
     pub(crate) fn len(&self) -> usize {
-        self.names.len()
+        self.starts.len()
     }
 }
 

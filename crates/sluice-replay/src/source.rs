@@ -159,7 +159,6 @@ pub(crate) fn run(
         true
     };
     let outcome = split_lines(&mut file.reader, &mut on_line);
-    drop(on_line);
     match outcome {
         Ok(()) => {
             if !batch.lines.is_empty() {

@@ -112,14 +112,14 @@ pub(crate) struct NginxTimeCache {
 impl NginxTimeCache {
     /// Unix milliseconds of a `$time_local` value.
     pub(crate) fn millis(&mut self, value: &[u8]) -> Option<u64> {
-        if let Some((text, secs)) = &self.last
-            && text[..] == *value
+        // A fixed-size array compares inline, where a slice comparison calls memcmp.
+        let text: [u8; 26] = value.try_into().ok()?;
+        if let Some((last, secs)) = &self.last
+            && *last == text
         {
             return Some(secs * 1000);
         }
         let secs = nginx_local_secs(value)?;
-        let mut text = [0u8; 26];
-        text.copy_from_slice(value);
         self.last = Some((text, secs));
         Some(secs * 1000)
     }
@@ -199,7 +199,9 @@ pub(crate) fn unix_seconds_millis(value: &[u8]) -> Option<u64> {
 
 /// Unix milliseconds of unix seconds given as a JSON number.
 pub(crate) fn unix_seconds_f64_millis(secs: f64) -> Option<u64> {
-    (secs.is_finite() && secs >= 0.0 && secs < 1e12).then(|| (secs * 1000.0).round() as u64)
+    (0.0..1e12)
+        .contains(&secs)
+        .then(|| (secs * 1000.0).round() as u64)
 }
 
 /// Unix milliseconds of an RFC 3339 time or of unix seconds, whichever `value` is.

@@ -3,10 +3,10 @@
 //! columns name), as ranges of the line or of a scratch buffer, so a line costs no allocation
 //! for the text formats.
 //!
-//! - [`pattern`]: nginx `log_format` strings (and `combined`) and Envoy's default text format,
-//!   both a fixed sequence of variables between literal separators.
-//! - [`json`]: one JSON object per line.
-//! - [`csv`]: `timestamp,key[,policy,tier,cost]`.
+//! - [`pattern`] reads nginx `log_format` strings (and `combined`) and Envoy's default text
+//!   format, both a fixed sequence of variables between literal separators.
+//! - [`json`] reads one JSON object per line.
+//! - [`csv`] reads `timestamp,key[,policy,tier,cost]`.
 
 pub(crate) mod csv;
 pub(crate) mod json;

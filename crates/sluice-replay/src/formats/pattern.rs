@@ -157,7 +157,7 @@ impl Pattern {
     }
 
     pub(crate) fn parse(&mut self, line: &[u8], fields: &mut Fields) -> Result<u64, String> {
-        if !line.starts_with(&self.leading) {
+        if !self.leading.is_empty() && !line.starts_with(&self.leading) {
             return Err(format!(
                 "does not start with {:?} as the {} format does",
                 String::from_utf8_lossy(&self.leading),

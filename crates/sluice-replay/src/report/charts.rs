@@ -67,8 +67,9 @@ pub(crate) fn rejections_over_time(row: &PolicyReport) -> Result<String, Error> 
         root.fill(&WHITE).map_err(chart_error)?;
         let mut chart = ChartBuilder::on(&root)
             .margin(14)
-            .x_label_area_size(40)
-            .y_label_area_size(56)
+            .margin_right(34)
+            .x_label_area_size(42)
+            .y_label_area_size(66)
             .build_cartesian_2d(start..end, 0f64..y_max)
             .map_err(chart_error)?;
         let clock = |x: &f64| {
@@ -91,7 +92,7 @@ pub(crate) fn rejections_over_time(row: &PolicyReport) -> Result<String, Error> 
             .y_desc("rejected (429)")
             .label_style((FONT, 13))
             .axis_desc_style((FONT, 14))
-            .light_line_style(RGBColor(0xee, 0xee, 0xee))
+            .light_line_style(RGBColor(0xf4, 0xf4, 0xf4))
             .bold_line_style(RGBColor(0xdd, 0xdd, 0xdd))
             .draw()
             .map_err(chart_error)?;
@@ -162,8 +163,9 @@ pub(crate) fn peak_distribution(row: &PolicyReport) -> Result<String, Error> {
         root.fill(&WHITE).map_err(chart_error)?;
         let mut chart = ChartBuilder::on(&root)
             .margin(14)
-            .x_label_area_size(40)
-            .y_label_area_size(56)
+            .margin_right(34)
+            .x_label_area_size(42)
+            .y_label_area_size(66)
             .build_cartesian_2d(0f64..x_max, (0.8f64..most as f64 * 1.6).log_scale())
             .map_err(chart_error)?;
         chart
@@ -179,7 +181,7 @@ pub(crate) fn peak_distribution(row: &PolicyReport) -> Result<String, Error> {
             .y_desc("keys (log scale)")
             .label_style((FONT, 13))
             .axis_desc_style((FONT, 14))
-            .light_line_style(RGBColor(0xee, 0xee, 0xee))
+            .light_line_style(RGBColor(0xf4, 0xf4, 0xf4))
             .bold_line_style(RGBColor(0xdd, 0xdd, 0xdd))
             .draw()
             .map_err(chart_error)?;
