@@ -220,11 +220,13 @@ pub fn generated_cases(seed: u64, steps_per_case: usize) -> Vec<Case> {
     out
 }
 
-/// A tiny deterministic generator, so the table needs no random-number dependency.
-struct SplitMix(u64);
+/// A tiny deterministic generator (SplitMix64), so the table needs no random-number
+/// dependency; sluice-replay's log generator draws with it too.
+#[derive(Debug, Clone)]
+pub struct SplitMix(pub u64);
 
 impl SplitMix {
-    fn next(&mut self) -> u64 {
+    pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -232,7 +234,13 @@ impl SplitMix {
         z ^ (z >> 31)
     }
 
-    fn below(&mut self, bound: u64) -> u64 {
-        if bound == 0 { 0 } else { self.next() % bound }
+    /// Below `bound` (0 when `bound` is 0).
+    pub fn below(&mut self, bound: u64) -> u64 {
+        if bound == 0 { 0 } else { self.next_u64() % bound }
+    }
+
+    /// Uniform in `[0, 1)`, from the top 53 bits.
+    pub fn unit(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
     }
 }

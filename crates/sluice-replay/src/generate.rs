@@ -5,6 +5,8 @@
 
 use std::io::{self, Write};
 
+use sluice_core::conformance::SplitMix;
+
 use crate::time::{format_nginx_time, format_rfc3339_millis};
 
 /// The format to write.
@@ -68,25 +70,6 @@ pub fn client_address(index: usize) -> String {
     )
 }
 
-/// splitmix64: small, fast and good enough to pick clients.
-#[derive(Debug)]
-struct Random(u64);
-
-impl Random {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `[0, 1)`.
-    fn unit(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64
-    }
-}
-
 const PATHS: [&str; 4] = [
     "/api/v1/items",
     "/api/v1/orders",
@@ -106,7 +89,7 @@ pub fn write_log(spec: &LogSpec, out: &mut impl Write) -> io::Result<u64> {
         cumulative.push(total);
     }
     let addresses: Vec<String> = (0..keys).map(client_address).collect();
-    let mut random = Random(spec.seed);
+    let mut random = SplitMix(spec.seed);
     let lines = spec.lines();
     let mut nginx_second = u64::MAX;
     let mut nginx_time = String::new();
@@ -115,9 +98,9 @@ pub fn write_log(spec: &LogSpec, out: &mut impl Write) -> io::Result<u64> {
         let pick = random.unit() * total;
         let client = cumulative.partition_point(|&c| c <= pick).min(keys - 1);
         let address = &addresses[client];
-        let path = PATHS[(random.next() % PATHS.len() as u64) as usize];
-        let item = random.next() % 100_000;
-        let bytes = 200 + random.next() % 20_000;
+        let path = PATHS[random.below(PATHS.len() as u64) as usize];
+        let item = random.below(100_000);
+        let bytes = 200 + random.below(20_000);
         match spec.format {
             LogFormat::NginxCombined => {
                 if at_ms / 1000 != nginx_second {
@@ -133,7 +116,7 @@ pub fn write_log(spec: &LogSpec, out: &mut impl Write) -> io::Result<u64> {
                 out,
                 "[{}] \"GET {path}/{item} HTTP/1.1\" 200 - 0 {bytes} 3 2 \"{address}\" \"{AGENT}\" \"{:016x}\" \"api.example.com\" \"10.9.0.1:8080\"",
                 format_rfc3339_millis(at_ms),
-                random.next()
+                random.next_u64()
             )?,
             LogFormat::Json => writeln!(
                 out,

@@ -3,7 +3,7 @@
 //! self-contained file): the 429 rate over time for the limit and the candidate, and the
 //! distribution of per-key peak rates with the limit and the suggested limit marked.
 
-use plotters::coord::CoordTranslate;
+use plotters::coord::ranged1d::{AsRangedCoord, ValueFormatter};
 use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 
@@ -61,6 +61,53 @@ pub(crate) fn rejections_over_time(row: &PolicyReport) -> Result<String, Error> 
     let y_max = (highest * 1.15).clamp(1.0, 100.0);
     let long_span = end - start > 86_400_000.0;
 
+    let clock = |x: &f64| {
+        if long_span {
+            format_utc_seconds(*x as u64)[5..16].to_owned()
+        } else {
+            format_clock(*x as u64)
+        }
+    };
+    let axes = Axes {
+        x_desc: format!("time (UTC), {} per point", window_text(timeline.width_ms)),
+        y_desc: "rejected (429)",
+        x_labels: 6,
+        x_format: &clock,
+        y_format: &|y| format!("{y:.1} %"),
+    };
+    svg_chart(start..end, 0f64..y_max, &axes, |chart| {
+        draw_line(chart, limit_points, LIMIT, "limit")?;
+        if let Some(points) = candidate_points {
+            draw_line(chart, points, CANDIDATE, "candidate")?;
+        }
+        Ok(())
+    })
+}
+
+/// Axis descriptions and label formats of a chart.
+struct Axes<'f> {
+    x_desc: String,
+    y_desc: &'static str,
+    x_labels: usize,
+    x_format: &'f dyn Fn(&f64) -> String,
+    y_format: &'f dyn Fn(&f64) -> String,
+}
+
+/// An SVG chart over `x` × `y` in the page's frame, mesh and legend; `draw` adds the series.
+fn svg_chart<X, Y>(
+    x: X,
+    y: Y,
+    axes: &Axes<'_>,
+    draw: impl FnOnce(
+        &mut ChartContext<'_, SVGBackend<'_>, Cartesian2d<X::CoordDescType, Y::CoordDescType>>,
+    ) -> Result<(), Error>,
+) -> Result<String, Error>
+where
+    X: AsRangedCoord<Value = f64>,
+    Y: AsRangedCoord<Value = f64>,
+    X::CoordDescType: Ranged<ValueType = f64> + ValueFormatter<f64>,
+    Y::CoordDescType: Ranged<ValueType = f64> + ValueFormatter<f64>,
+{
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
@@ -70,37 +117,31 @@ pub(crate) fn rejections_over_time(row: &PolicyReport) -> Result<String, Error> 
             .margin_right(34)
             .x_label_area_size(42)
             .y_label_area_size(66)
-            .build_cartesian_2d(start..end, 0f64..y_max)
+            .build_cartesian_2d(x, y)
             .map_err(chart_error)?;
-        let clock = |x: &f64| {
-            if long_span {
-                format_utc_seconds(*x as u64)[5..16].to_owned()
-            } else {
-                format_clock(*x as u64)
-            }
-        };
         chart
             .configure_mesh()
-            .x_labels(6)
+            .x_labels(axes.x_labels)
             .y_labels(6)
-            .x_label_formatter(&clock)
-            .y_label_formatter(&|y| format!("{y:.1} %"))
-            .x_desc(format!(
-                "time (UTC), {} per point",
-                window_text(timeline.width_ms)
-            ))
-            .y_desc("rejected (429)")
+            .x_label_formatter(axes.x_format)
+            .y_label_formatter(axes.y_format)
+            .x_desc(axes.x_desc.as_str())
+            .y_desc(axes.y_desc)
             .label_style((FONT, 13))
             .axis_desc_style((FONT, 14))
             .light_line_style(RGBColor(0xf4, 0xf4, 0xf4))
             .bold_line_style(RGBColor(0xdd, 0xdd, 0xdd))
             .draw()
             .map_err(chart_error)?;
-        draw_line(&mut chart, limit_points, LIMIT, "limit")?;
-        if let Some(points) = candidate_points {
-            draw_line(&mut chart, points, CANDIDATE, "candidate")?;
-        }
-        legend(&mut chart)?;
+        draw(&mut chart)?;
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperRight)
+            .background_style(WHITE.mix(0.9))
+            .border_style(RGBColor(0xcc, 0xcc, 0xcc))
+            .label_font((FONT, 13))
+            .draw()
+            .map_err(chart_error)?;
         root.present().map_err(chart_error)?;
     }
     Ok(svg)
@@ -128,19 +169,6 @@ fn draw_line(
     Ok(())
 }
 
-fn legend<'a, 'b: 'a, CT: CoordTranslate>(
-    chart: &mut ChartContext<'a, SVGBackend<'b>, CT>,
-) -> Result<(), Error> {
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .background_style(WHITE.mix(0.9))
-        .border_style(RGBColor(0xcc, 0xcc, 0xcc))
-        .label_font((FONT, 13))
-        .draw()
-        .map_err(chart_error)
-}
-
 /// How many keys peaked at each rate (bars, keys on a log scale), with the limit and the
 /// suggested limit as vertical lines.
 pub(crate) fn peak_distribution(row: &PolicyReport) -> Result<String, Error> {
@@ -156,35 +184,18 @@ pub(crate) fn peak_distribution(row: &PolicyReport) -> Result<String, Error> {
     }
     let most = bins.iter().copied().max().unwrap_or(0).max(1);
     let x_max = (bins.len() as u64 * bar) as f64;
-
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
-        root.fill(&WHITE).map_err(chart_error)?;
-        let mut chart = ChartBuilder::on(&root)
-            .margin(14)
-            .margin_right(34)
-            .x_label_area_size(42)
-            .y_label_area_size(66)
-            .build_cartesian_2d(0f64..x_max, (0.8f64..most as f64 * 1.6).log_scale())
-            .map_err(chart_error)?;
-        chart
-            .configure_mesh()
-            .x_labels(8)
-            .y_labels(6)
-            .x_label_formatter(&|x| format!("{x:.0}"))
-            .y_label_formatter(&|y| format!("{y:.0}"))
-            .x_desc(format!(
-                "peak requests per {} window, per key",
-                window_text(row.limit.window_ms)
-            ))
-            .y_desc("keys (log scale)")
-            .label_style((FONT, 13))
-            .axis_desc_style((FONT, 14))
-            .light_line_style(RGBColor(0xf4, 0xf4, 0xf4))
-            .bold_line_style(RGBColor(0xdd, 0xdd, 0xdd))
-            .draw()
-            .map_err(chart_error)?;
+    let y_top = most as f64 * 1.6;
+    let axes = Axes {
+        x_desc: format!(
+            "peak requests per {} window, per key",
+            window_text(row.limit.window_ms)
+        ),
+        y_desc: "keys (log scale)",
+        x_labels: 8,
+        x_format: &|x| format!("{x:.0}"),
+        y_format: &|y| format!("{y:.0}"),
+    };
+    svg_chart(0f64..x_max, (0.8f64..y_top).log_scale(), &axes, |chart| {
         chart
             .draw_series(
                 bins.iter()
@@ -205,7 +216,7 @@ pub(crate) fn peak_distribution(row: &PolicyReport) -> Result<String, Error> {
             let x = at as f64 + 0.5;
             chart
                 .draw_series(LineSeries::new(
-                    vec![(x, 0.8), (x, most as f64 * 1.6)],
+                    vec![(x, 0.8), (x, y_top)],
                     color.stroke_width(2),
                 ))
                 .map_err(chart_error)?
@@ -226,8 +237,6 @@ pub(crate) fn peak_distribution(row: &PolicyReport) -> Result<String, Error> {
                 format!("candidate {}", candidate.limit.limit),
             )?;
         }
-        legend(&mut chart)?;
-        root.present().map_err(chart_error)?;
-    }
-    Ok(svg)
+        Ok(())
+    })
 }

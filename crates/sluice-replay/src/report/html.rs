@@ -31,7 +31,8 @@ main { max-width: 1400px; margin: 0 auto; padding: 26px 40px 30px; }
 .card h2 { margin: 0 0 14px; font-size: 20px; display: flex; align-items: center; gap: 10px; }
 .scroll { overflow-x: auto; }
 table { border-collapse: collapse; width: 100%; font-variant-numeric: tabular-nums; }
-th, td { text-align: right; padding: 6px 10px; border-bottom: 1px solid var(--line); white-space: nowrap; }
+th, td { text-align: right; padding: 6px 10px; border-bottom: 1px solid var(--line); }
+td { white-space: nowrap; }
 th.l, td.l { text-align: left; }
 th { font-size: 12px; text-transform: uppercase; letter-spacing: .05em; color: var(--muted); font-weight: 600; }
 tr.candidate td { color: var(--muted); background: #fcfbf7; }
@@ -65,14 +66,7 @@ pub fn render_html(report: &Report) -> Result<String, Error> {
     let _ = writeln!(page, "<style>{STYLE}</style>\n</head>\n<body>");
     header(&mut page, report);
     page.push_str("<main>\n");
-    let mut policies: Vec<&str> = report.policies.iter().map(|r| r.policy.as_str()).collect();
-    policies.dedup();
-    for policy in policies {
-        let rows: Vec<&PolicyReport> = report
-            .policies
-            .iter()
-            .filter(|r| r.policy == policy)
-            .collect();
+    for (policy, rows) in report.by_policy() {
         policy_card(&mut page, policy, &rows, report.details.max_reject)?;
     }
     unparsed_card(&mut page, report);

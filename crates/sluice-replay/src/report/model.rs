@@ -26,6 +26,20 @@ pub struct Report {
     pub details: ReportDetails,
 }
 
+impl Report {
+    /// The entries grouped by policy, in report order.
+    pub fn by_policy(&self) -> Vec<(&str, Vec<&PolicyReport>)> {
+        let mut groups: Vec<(&str, Vec<&PolicyReport>)> = Vec::new();
+        for row in &self.policies {
+            match groups.last_mut() {
+                Some((policy, rows)) if *policy == row.policy => rows.push(row),
+                _ => groups.push((row.policy.as_str(), vec![row])),
+            }
+        }
+        groups
+    }
+}
+
 /// What the renderers show beyond the JSON document.
 #[derive(Debug, Clone, Default)]
 pub struct ReportDetails {

@@ -39,14 +39,7 @@ pub fn render_text(report: &Report) -> String {
         details.max_reject * 100.0
     ));
 
-    let mut policies: Vec<&str> = report.policies.iter().map(|r| r.policy.as_str()).collect();
-    policies.dedup();
-    for policy in policies {
-        let rows: Vec<&PolicyReport> = report
-            .policies
-            .iter()
-            .filter(|r| r.policy == policy)
-            .collect();
+    for (policy, rows) in report.by_policy() {
         render_policy(&mut out, policy, &rows);
     }
     out
