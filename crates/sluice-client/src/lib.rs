@@ -5,6 +5,9 @@
 //!
 //! With the `tower` feature, [`layer::RateLimitLayer`] rate-limits an axum/hyper service
 //! (feature `axum` adds axum's `ConnectInfo` as the client address).
+//!
+//! The default feature `cli` is the `sluice` binary's: it links `sluice-server` for the
+//! daemon's config compile. A service using only the client or the layer turns it off.
 
 mod client;
 mod error;

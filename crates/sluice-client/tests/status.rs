@@ -56,7 +56,7 @@ async fn status_shows_the_last_hour_of_a_daemon_under_load() {
     let noisy = [("noisy:a", 45), ("noisy:b", 35), ("noisy:c", 25)];
     let mut tasks = Vec::new();
     for worker in 0..WORKERS {
-        let client = d.unix();
+        let client = sluice_client::Client::unix(&d.socket);
         tasks.push(tokio::spawn(async move {
             let mut denied = 0;
             for i in 0..PER_WORKER {
@@ -67,7 +67,7 @@ async fn status_shows_the_last_hour_of_a_daemon_under_load() {
         }));
     }
     for (key, times) in noisy {
-        let client = d.tcp();
+        let client = sluice_client::Client::tcp(d.tcp.to_string());
         tasks.push(tokio::spawn(async move {
             let mut denied = 0;
             for _ in 0..times {
@@ -154,7 +154,7 @@ async fn a_down_backend_burns_the_availability_budget() {
     let clock = Arc::new(ManualClock::new(T0));
     let app = App::new(settings, Stores::local(Arc::new(Down)), clock.clone());
     let d = Daemon::serving(app, clock).await;
-    let client = d.unix();
+    let client = sluice_client::Client::unix(&d.socket);
     for i in 0..7 {
         assert_eq!(check(&client, "open", &format!("k{i}")).await, 200);
     }

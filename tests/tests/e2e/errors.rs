@@ -2,7 +2,7 @@
 
 use http::Method;
 use sluice_api::{ErrorBody, MAX_BODY_BYTES, codes};
-use sluice_tests::Daemon;
+use sluice_tests::{Daemon, DaemonClients};
 
 async fn post(d: &Daemon, body: &str) -> (u16, ErrorBody) {
     let raw = d

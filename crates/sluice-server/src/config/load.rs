@@ -403,6 +403,58 @@ grpc = "unix:/tmp/a.sock""#,
     }
 
     #[test]
+    fn candidates_default_to_the_policy_and_name_every_bad_field() {
+        let compiled = crate::service::compile::load_with_env(
+            &text(concat!(
+                "[policies.p]\nalgorithm = \"fixed_window\"\nlimit = 100\nwindow = \"60s\"\n",
+                "tiers = { pro = { limit = 1000 }, free = { limit = 10 } }\n",
+                "[policies.p.candidate]\nlimit = 150\n",
+                "tiers = { pro = { limit = 1500, algorithm = \"gcra\", window = \"1m\" } }\n",
+            )),
+            Env::raw().only(&[]),
+        )
+        .unwrap();
+        let p = compiled.policies.get("p").unwrap();
+        let base = p.base.candidate.unwrap();
+        assert_eq!(
+            (base.algorithm, base.limit, base.window_ms, base.burst),
+            (sluice_core::Algorithm::FixedWindow, 150, 60_000, 150)
+        );
+        let pro = p.limit_for(Some("pro")).candidate.unwrap();
+        assert_eq!(
+            (pro.algorithm, pro.limit, pro.burst),
+            (sluice_core::Algorithm::Gcra, 1500, 1500)
+        );
+        assert_eq!(p.limit_for(Some("free")).candidate, None);
+        // A tier the policy does not name is decided as tier none: so is its candidate.
+        assert_eq!(p.limit_for(Some("zzz")).candidate, Some(base));
+
+        let err = load(&text(concat!(
+            "[policies.p]\nalgorithm = \"gcra\"\nlimit = 1\nwindow = \"1s\"\ntiers = { pro = { limit = 2 } }\n",
+            "[policies.p.candidate]\nlimit = 0\nalgorithm = \"fixed\"\nwindow = \"soon\"\n",
+            "tiers = { gold = { limit = 3 }, pro = {} }\n",
+            "[policies.r]\nalgorithm = \"gcra\"\nlimit = 1\nwindow = \"1s\"\nscope = \"replicated\"\n",
+            "[policies.r.candidate]\nlimit = 2\n",
+            "[policies.e]\nalgorithm = \"gcra\"\nlimit = 1\nwindow = \"1s\"\n[policies.e.candidate]\nlimt = 2\n",
+        )))
+        .unwrap_err();
+        let fields = fields(&err);
+        for field in [
+            "policies.p.candidate.limit",
+            "policies.p.candidate.algorithm",
+            "policies.p.candidate.window",
+            "policies.p.candidate.tiers.gold",
+            "policies.p.candidate.tiers.pro.limit",
+            "policies.e.candidate.limt",
+            "policies.r.candidate.limit",
+        ] {
+            assert!(fields.contains(&field), "{field} not in {err}");
+        }
+        assert!(err.to_string().contains("its tiers are pro"), "{err}");
+        assert!(err.to_string().contains("did you mean \"limit\""), "{err}");
+    }
+
+    #[test]
     fn env_overrides_the_file_and_foreign_vars_are_ignored() {
         figment::Jail::expect_with(|jail| {
             jail.set_env("SLUICE_POLICIES__PUBLIC__LIMIT", "250");

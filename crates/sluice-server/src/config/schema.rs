@@ -205,6 +205,9 @@ pub struct PolicyConfig {
     pub overshoot_budget: Option<f64>,
     /// `auto` (default): leases and the denied cache on the Redis backends; `off`: neither.
     pub lease: String,
+    /// `[policies.NAME.candidate]`: limits judged beside the policy's, never enforced.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub candidate: Option<CandidateConfig>,
 }
 
 impl Default for PolicyConfig {
@@ -222,8 +225,48 @@ impl Default for PolicyConfig {
             sync_interval: None,
             overshoot_budget: None,
             lease: "auto".to_owned(),
+            candidate: None,
         }
     }
+}
+
+/// `[policies.NAME.candidate]`: a candidate limit of the policy's own limit (tier `none`, and
+/// the tiers the policy does not name) and, in `tiers`, of its tiers. Every check of a
+/// (policy, tier) with a candidate is also decided against it, on a state of its own, and the
+/// answer the caller gets never changes. `window` and `algorithm` default to the policy's and
+/// are the defaults of the tiers' candidates too; `burst` defaults to the candidate's own
+/// limit.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CandidateConfig {
+    /// The candidate of tier `none`; without it only the tiers in `tiers` have one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub window: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub burst: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub algorithm: Option<String>,
+    pub tiers: BTreeMap<String, CandidateTierConfig>,
+}
+
+/// `[policies.NAME.candidate.tiers.TIER]`: the candidate of one of the policy's tiers.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CandidateTierConfig {
+    /// Required.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u64>,
+    /// Defaults to the candidate's `window`, then the policy's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub window: Option<String>,
+    /// Defaults to this candidate's limit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub burst: Option<u64>,
+    /// Defaults to the candidate's `algorithm`, then the policy's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub algorithm: Option<String>,
 }
 
 /// `[policies.NAME.tiers.TIER]`: overrides of the policy's limit for one plan.

@@ -7,7 +7,6 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use sluice_client::Client;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
@@ -117,25 +116,6 @@ impl Daemon {
             shutdown: Some(tx),
             task: Some(task),
         }
-    }
-
-    /// A client over the Unix socket.
-    pub fn unix(&self) -> Client {
-        Client::unix(&self.socket)
-    }
-
-    /// A client over TCP.
-    pub fn tcp(&self) -> Client {
-        Client::tcp(self.tcp.to_string())
-    }
-
-    /// The status `GET path` answers over the socket.
-    pub async fn status(&self, path: &str) -> u16 {
-        self.unix()
-            .send(http::Method::GET, path, &[], "")
-            .await
-            .unwrap()
-            .status
     }
 
     /// Stops gracefully and waits for the server to finish.
