@@ -1,6 +1,8 @@
-//! `sluice`: ask a running sluiced from the shell.
+//! `sluice`: ask a running sluiced from the shell, or replay access logs through a config's
+//! policies (`sluice replay`, no daemon needed).
 //!
-//! Exit codes: 0 allowed, 1 denied, 2 any error (daemon unreachable, bad input).
+//! Exit codes: 0 allowed (or replayed), 1 denied, 2 any error (daemon unreachable, bad input,
+//! bad config, unreadable log).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -13,6 +15,7 @@ use sluice_client::api::{
 };
 use sluice_client::{Client, RawResponse};
 
+mod replay;
 mod status;
 
 /// The variable the daemon reads its admin token from; the CLI reads it too.
@@ -119,6 +122,10 @@ enum Command {
         #[arg(long, env = TOKEN_VAR, hide_env_values = true)]
         token: Option<String>,
     },
+    /// Replay access logs through the policies of a config file, each request at its own
+    /// time: would-be 429s, peak rates and a suggested limit per policy and tier (no daemon
+    /// needed).
+    Replay(replay::ReplayArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -149,7 +156,12 @@ enum AdminAction {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    match run(cli) {
+    let command = match cli.command {
+        // Local work, no daemon: no runtime and no client.
+        Command::Replay(args) => return replay::run(args),
+        command => command,
+    };
+    match run(cli.target, command) {
         Ok(code) => code,
         Err(error) => {
             eprintln!("sluice: {error:#}");
@@ -158,18 +170,18 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+fn run(target: Target, command: Command) -> anyhow::Result<ExitCode> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .context("starting the runtime")?;
-    let client = match &cli.target.http {
+    let client = match &target.http {
         Some(addr) => Client::tcp(addr.clone()),
-        None => Client::unix(cli.target.socket.clone()),
+        None => Client::unix(target.socket.clone()),
     }
-    .with_timeout(Duration::from_millis(cli.target.timeout_ms));
+    .with_timeout(Duration::from_millis(target.timeout_ms));
     runtime.block_on(async {
-        match cli.command {
+        match command {
             Command::Check {
                 policy,
                 key,
@@ -222,6 +234,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Command::Admin { token, action } => {
                 admin(&client, admin_token(token).as_deref(), action).await
             }
+            Command::Replay(args) => Ok(replay::run(args)),
         }
     })
 }

@@ -236,7 +236,11 @@ impl SplitMix {
 
     /// Below `bound` (0 when `bound` is 0).
     pub fn below(&mut self, bound: u64) -> u64 {
-        if bound == 0 { 0 } else { self.next_u64() % bound }
+        if bound == 0 {
+            0
+        } else {
+            self.next_u64() % bound
+        }
     }
 
     /// Uniform in `[0, 1)`, from the top 53 bits.

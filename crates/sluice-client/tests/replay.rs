@@ -1,0 +1,322 @@
+//! `sluice replay` as a user runs it: the real binary over a config file and log files in a
+//! temp dir, answers counted by hand. Every input format, the table, the `--json` document,
+//! `--candidate`, `--report`, unparsed lines on stderr, and exit code 2 for a bad config, an
+//! unreadable log or a flag that does not fit.
+
+// Test code: a failed run should panic the test.
+#![allow(clippy::unwrap_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+/// 2026-12-06T10:00:00Z, aligned to the minute.
+const T0_SECS: u64 = 1_796_551_200;
+
+const CONFIG: &str = r#"
+[policies.api]
+algorithm = "fixed_window"
+limit = 10
+window = "60s"
+tiers = { pro = { limit = 100 } }
+
+[policies.api.candidate]
+limit = 20
+
+[policies.admin]
+algorithm = "fixed_window"
+limit = 3
+window = "60s"
+"#;
+
+struct Dir(tempfile::TempDir);
+
+impl Dir {
+    fn new() -> Self {
+        Dir(tempfile::tempdir().unwrap())
+    }
+
+    fn write(&self, name: &str, content: &str) -> PathBuf {
+        let path = self.0.path().join(name);
+        std::fs::write(&path, content).unwrap();
+        path
+    }
+
+    fn config(&self) -> PathBuf {
+        self.write("sluice.toml", CONFIG)
+    }
+}
+
+/// `sluice replay --config CONFIG ARGS…`.
+fn replay(config: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .arg("replay")
+        .arg("--config")
+        .arg(config)
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// The `--json` document of a run that must succeed.
+fn json_of(output: &Output) -> Value {
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(output));
+    serde_json::from_slice(&output.stdout).unwrap()
+}
+
+/// The entry of (policy, tier) in a document.
+fn entry<'a>(document: &'a Value, policy: &str, tier: &str) -> &'a Value {
+    document["policies"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["policy"] == policy && p["tier"] == tier)
+        .unwrap_or_else(|| panic!("no ({policy}, {tier}) in {document}"))
+}
+
+/// (requests, rejected) of (policy, tier) in a document.
+fn counts(document: &Value, policy: &str, tier: &str) -> (u64, u64) {
+    let entry = entry(document, policy, tier);
+    (
+        entry["requests"].as_u64().unwrap(),
+        entry["rejected"].as_u64().unwrap(),
+    )
+}
+
+/// nginx `combined` lines: 25 requests of 10.0.0.1 and 5 of 10.0.0.2 within the minute.
+fn combined_log() -> String {
+    let line = |address: &str, second: u64| {
+        format!(
+            "{address} - - [06/Dec/2026:10:00:{second:02} +0000] \"GET /v1/items HTTP/1.1\" 200 12 \"-\" \"curl/8.5\"\n"
+        )
+    };
+    let mut log: String = (0..25).map(|s| line("10.0.0.1", s)).collect();
+    log.extend((0..5).map(|s| line("10.0.0.2", 30 + s)));
+    log
+}
+
+#[test]
+fn the_table_shows_every_policy_and_the_unparsed_lines() {
+    let dir = Dir::new();
+    let mut log = combined_log();
+    log.push_str("not a log line\n");
+    let log = dir.write("access.log", &log);
+    let output = replay(&dir.config(), &[log.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let text = stdout(&output);
+    assert!(
+        text.starts_with("replayed 31 lines from 1 file, 1 unparsed, 2 keys"),
+        "{text}"
+    );
+    // api: 10 per minute, 10.0.0.1 sends 25 → 15 rejected; admin: 3 per minute → 22 + 2.
+    let row = |policy: &str| {
+        let start = text.find(&format!("policy {policy}\n")).unwrap();
+        text[start..]
+            .lines()
+            .find(|l| l.trim_start().starts_with("none "))
+            .unwrap()
+            .to_owned()
+    };
+    assert!(row("api").contains(" 15 "), "{text}");
+    assert!(row("admin").contains(" 24 "), "{text}");
+    assert!(
+        text.contains("most rejected (none): ip:10.0.0.1 (15)"),
+        "{text}"
+    );
+    // The unparsed line, with its place, on stderr.
+    let errors = stderr(&output);
+    assert!(
+        errors.contains("1 of 31 lines could not be replayed"),
+        "{errors}"
+    );
+    assert!(errors.contains("access.log:31: "), "{errors}");
+}
+
+#[test]
+fn the_json_document_with_candidates_and_tiers_from_csv() {
+    let dir = Dir::new();
+    let mut csv = String::from("timestamp,key,policy,tier,cost\n");
+    for i in 0..25 {
+        csv.push_str(&format!("{}.{i:03},user:1,api\n", T0_SECS));
+    }
+    for i in 0..3 {
+        csv.push_str(&format!("{},user:2,api,pro,2\n", T0_SECS + i));
+    }
+    let log = dir.write("requests.csv", &csv);
+    let output = replay(
+        &dir.config(),
+        &[
+            "--format",
+            "csv",
+            "--candidate",
+            "--json",
+            log.to_str().unwrap(),
+        ],
+    );
+    let document = json_of(&output);
+    assert_eq!(
+        (document["lines"].as_u64(), document["unparsed"].as_u64()),
+        (Some(28), Some(0))
+    );
+    assert_eq!(counts(&document, "api", "none"), (25, 15));
+    assert_eq!(counts(&document, "api", "pro"), (3, 0));
+    // admin saw none of it: every line names api. Its own tier still shows, all zero.
+    assert_eq!(counts(&document, "admin", "none"), (0, 0));
+    let api = entry(&document, "api", "none");
+    assert_eq!(api["candidate"]["rejected"], 5, "{api}");
+    assert_eq!(api["candidate"]["keys_limited"], 1);
+    assert_eq!(api["top"][0]["key"], "user:1");
+    assert_eq!(api["peak_rate"]["max"], 25);
+    // [policies.api.candidate] names no tier: the pro tier has no candidate, as the daemon
+    // compiles it.
+    let pro = entry(&document, "api", "pro");
+    assert!(pro["candidate"].is_null(), "{pro}");
+    // user:2 asked for 3 × cost 2 = 6 in the minute.
+    assert_eq!(pro["peak_rate"]["max"], 6);
+}
+
+#[test]
+fn envoy_json_and_a_custom_nginx_format() {
+    let dir = Dir::new();
+    let config = dir.config();
+
+    let envoy: String = (0..12)
+        .map(|i| {
+            format!(
+                "[2026-12-06T10:00:{i:02}.000Z] \"GET /v1/items HTTP/1.1\" 200 - 0 17 3 2 \"203.0.113.7\" \"curl/8\" \"req-{i}\" \"api.example\" \"10.9.9.9:80\"\n"
+            )
+        })
+        .collect();
+    let log = dir.write("envoy.log", &envoy);
+    let output = replay(
+        &config,
+        &[
+            "--format",
+            "envoy",
+            "--policy",
+            "api",
+            "--json",
+            log.to_str().unwrap(),
+        ],
+    );
+    let document = json_of(&output);
+    assert_eq!(counts(&document, "api", "none"), (12, 2));
+    assert_eq!(counts(&document, "admin", "none"), (0, 0));
+
+    let json: String = (0..4)
+        .map(|i| format!("{{\"ts\":{},\"user\":\"u1\"}}\n", T0_SECS + i))
+        .collect();
+    let log = dir.write("access.json", &json);
+    let output = replay(
+        &config,
+        &[
+            "--format",
+            "json",
+            "--time-field",
+            "ts",
+            "--key",
+            "user:$user",
+            "--policy",
+            "admin",
+            "--json",
+            log.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(counts(&json_of(&output), "admin", "none"), (4, 1));
+
+    let custom: String = (0..12)
+        .map(|i| format!("{}.000 u7 pro\n", T0_SECS + i))
+        .collect();
+    let log = dir.write("custom.log", &custom);
+    let output = replay(
+        &config,
+        &[
+            "--log-format",
+            "$msec $http_x_user $http_x_plan",
+            "--key",
+            "user:$http_x_user",
+            "--tier",
+            "$http_x_plan",
+            "--policy",
+            "api",
+            "--json",
+            log.to_str().unwrap(),
+        ],
+    );
+    let document = json_of(&output);
+    assert_eq!(counts(&document, "api", "pro"), (12, 0));
+}
+
+#[test]
+fn the_report_is_one_self_contained_page() {
+    let dir = Dir::new();
+    let log = dir.write("access.log", &combined_log());
+    let page_path = dir.0.path().join("report.html");
+    let output = replay(
+        &dir.config(),
+        &[
+            "--candidate",
+            "--report",
+            page_path.to_str().unwrap(),
+            log.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert!(stderr(&output).contains("report written to"));
+    let page = std::fs::read_to_string(&page_path).unwrap();
+    assert!(page.matches("<svg").count() >= 4, "two charts per policy");
+    assert!(!page.contains("src=") && !page.contains("href=") && !page.contains("<script"));
+}
+
+#[test]
+fn a_bad_config_an_unreadable_log_or_a_misfit_flag_exits_2() {
+    let dir = Dir::new();
+    let log = dir.write("access.log", &combined_log());
+    let log = log.to_str().unwrap();
+
+    let bad = dir.write(
+        "bad.toml",
+        "[policies.api]\nalgorithm = \"fixed_window\"\nlimit = 0\nwindow = \"60s\"\n",
+    );
+    let output = replay(&bad, &[log]);
+    assert_eq!(output.status.code(), Some(2));
+    let errors = stderr(&output);
+    assert!(
+        errors.contains("bad.toml") && errors.contains("limit"),
+        "{errors}"
+    );
+
+    let missing = dir.0.path().join("missing.log");
+    let output = replay(&dir.config(), &[missing.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr(&output).contains("cannot read"),
+        "{}",
+        stderr(&output)
+    );
+
+    for args in [
+        vec!["--format", "csv", "--log-format", "$msec $x", log],
+        vec!["--policy", "nope", log],
+        vec!["--key", "user:$http_x_nope", log],
+        vec!["--max-reject", "2", log],
+    ] {
+        let output = replay(&dir.config(), &args);
+        assert_eq!(
+            output.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            stderr(&output)
+        );
+        assert!(stderr(&output).starts_with("sluice replay: "), "{args:?}");
+    }
+}
