@@ -148,3 +148,19 @@ fn keys_are_escaped_in_the_page() {
     assert!(!page.contains("<script>"));
     assert!(page.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
 }
+
+#[test]
+fn a_policy_without_traffic_still_renders() {
+    let logs = Logs::new();
+    let file = logs.write("one.csv", format!("{},k,busy\n", secs(T0)));
+    let report = run(
+        &[policy("busy", fixed(1, 60_000)), policy("quiet", fixed(1, 60_000))],
+        &[file],
+        &csv_options(),
+    );
+    let quiet = row(&report, "quiet", "none");
+    assert_eq!((quiet.requests, quiet.suggested_limit), (0, None));
+    let page = render_html(&report).unwrap();
+    assert_eq!(page.matches("<svg").count(), 4);
+    assert!(render_text(&report).contains("\npolicy quiet\n"));
+}
