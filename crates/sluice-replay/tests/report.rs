@@ -154,7 +154,10 @@ fn a_policy_without_traffic_still_renders() {
     let logs = Logs::new();
     let file = logs.write("one.csv", format!("{},k,busy\n", secs(T0)));
     let report = run(
-        &[policy("busy", fixed(1, 60_000)), policy("quiet", fixed(1, 60_000))],
+        &[
+            policy("busy", fixed(1, 60_000)),
+            policy("quiet", fixed(1, 60_000)),
+        ],
         &[file],
         &csv_options(),
     );
