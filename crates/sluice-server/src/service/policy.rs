@@ -111,6 +111,9 @@ pub struct Policy {
     /// `lease = "auto"`: leases and the denied cache may answer this policy's checks (on the
     /// Redis backends, `scope = "local"`, not shadow: see the limiter's `local` module).
     pub lease: bool,
+    /// Some tier (or the base limit) has a candidate: then no check of the policy is answered
+    /// from leases or the denied cache, so every check of a candidate's tier is judged.
+    pub has_candidate: bool,
 }
 
 /// Label of a tier or endpoint the config does not name.
@@ -329,6 +332,8 @@ fn compile_policy(
     if errors.len() > before {
         return None;
     }
+    let has_candidate =
+        base.candidate.is_some() || tiers.values().any(|limit| limit.candidate.is_some());
     Some(Policy {
         name: name.into(),
         window: config.window.clone().unwrap_or_default(),
@@ -352,6 +357,7 @@ fn compile_policy(
         scope,
         replication,
         lease,
+        has_candidate,
     })
 }
 
