@@ -8,6 +8,7 @@ mod backends;
 mod batch;
 mod boundary;
 mod caddy;
+mod candidate;
 mod envoy;
 mod errors;
 mod features;
