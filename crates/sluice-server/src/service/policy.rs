@@ -8,11 +8,11 @@ use std::sync::Arc;
 use ahash::RandomState;
 
 use http::HeaderValue;
-use sluice_api::{LimitView, PoliciesResponse, PolicyView};
+use sluice_api::{LimitView, ParamsView, PoliciesResponse, PolicyView};
 use sluice_core::{Algorithm, Params};
 
 use crate::config::error::FieldError;
-use crate::config::parse::{is_valid_name, parse_duration_ms};
+use crate::config::parse::{format_duration_ms, is_valid_name, parse_duration_ms};
 use crate::config::schema::{CandidateConfig, PolicyConfig};
 pub use crate::metrics::NO_TIER;
 use crate::metrics::PolicyMeters;
@@ -124,6 +124,16 @@ impl Policy {
     pub fn limit_for(&self, tier: Option<&str>) -> &Arc<Limit> {
         tier.and_then(|tier| self.tiers.get(tier))
             .unwrap_or(&self.base)
+    }
+
+    /// The limit of the tier named `tier` exactly (`none`: the policy's own limit); `None`
+    /// for a tier the policy does not have. The admin API's view of tiers.
+    pub fn named_tier(&self, tier: &str) -> Option<&Arc<Limit>> {
+        if tier == NO_TIER {
+            Some(&self.base)
+        } else {
+            self.tiers.get(tier)
+        }
     }
 
     /// The limit for `tier` with the slot of its `plan_tier` label: an absent tier is
@@ -246,6 +256,7 @@ impl PolicySet {
                                 limit: limit.params.limit,
                                 window_ms: limit.params.window_ms,
                                 burst: limit.params.burst,
+                                candidate: limit.candidate.as_ref().map(params_view),
                             },
                         )
                     })
@@ -260,11 +271,23 @@ impl PolicySet {
                     shadow: policy.shadow,
                     tiers,
                     scope: policy.scope.as_str().to_owned(),
+                    candidate: policy.base.candidate.as_ref().map(params_view),
                 };
                 (policy.name.to_string(), view)
             })
             .collect();
         PoliciesResponse { policies }
+    }
+}
+
+/// Every parameter of a limit, as the API shows it.
+pub fn params_view(params: &Params) -> ParamsView {
+    ParamsView {
+        algorithm: params.algorithm.as_str().to_owned(),
+        limit: params.limit,
+        window: format_duration_ms(params.window_ms),
+        window_ms: params.window_ms,
+        burst: params.burst,
     }
 }
 
@@ -558,7 +581,7 @@ fn compile_candidates(
     let mut out = Candidates::default();
     if let Some(limit) = candidate.limit {
         out.base = candidate_params(
-            &at("limit"),
+            &field(name, "candidate"),
             algorithm,
             limit,
             window_ms,
@@ -606,7 +629,7 @@ fn compile_candidates(
             errors,
         );
         if let Some(params) = candidate_params(
-            &at("limit"),
+            &field(name, &format!("candidate.tiers.{tier}")),
             algorithm,
             limit,
             window_ms,
@@ -662,7 +685,8 @@ fn compile_candidate_window(
     }
 }
 
-/// One candidate's parameters, validated as a policy's are (errors name `at`).
+/// One candidate's parameters, validated as a policy's are. Errors name the field under `at`
+/// (`policies.public.candidate`) that is to blame: `burst` for a zero burst, else `limit`.
 fn candidate_params(
     at: &str,
     algorithm: Algorithm,
@@ -680,7 +704,11 @@ fn candidate_params(
     match params.validate() {
         Ok(()) => Some(params),
         Err(why) => {
-            errors.push(FieldError::new(at, why.to_string()));
+            let key = match why {
+                sluice_core::ParamsError::ZeroBurst => "burst",
+                _ => "limit",
+            };
+            errors.push(FieldError::new(format!("{at}.{key}"), why.to_string()));
             None
         }
     }
