@@ -9,6 +9,7 @@ mod batch;
 mod boundary;
 mod caddy;
 mod candidate;
+mod candidate_admin;
 mod envoy;
 mod errors;
 mod features;
