@@ -9,23 +9,18 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use sluice_client::api::{
-    CheckRequest, ErrorBody, OverrideRequest, OverrideView, OverridesResponse, TopResponse,
+    CheckRequest, OverrideRequest, OverrideView, OverridesResponse, TopResponse,
 };
 use sluice_client::{Client, RawResponse};
 
+mod ask;
+mod candidate;
+mod metrics_text;
 mod status;
 
-/// The variable the daemon reads its admin token from; the CLI reads it too.
-const TOKEN_VAR: &str = "SLUICE_ADMIN__TOKEN";
-/// The name earlier versions of the CLI read, still honoured.
-const TOKEN_VAR_ALIAS: &str = "SLUICE_ADMIN_TOKEN";
-
-/// `--token`, else the daemon's variable (clap has read it), else the older alias.
-fn admin_token(given: Option<String>) -> Option<String> {
-    given
-        .or_else(|| std::env::var(TOKEN_VAR_ALIAS).ok())
-        .filter(|token| !token.is_empty())
-}
+use ask::{
+    TOKEN_VAR, admin_token, authorization, bearer, printed_raw, query_escape, refused, report_error,
+};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -87,6 +82,15 @@ enum Command {
         token: Option<String>,
         #[command(subcommand)]
         action: AdminAction,
+    },
+    /// A candidate limit of a policy's tier: show how it would do, set it, promote it to
+    /// the limit, clear it (needs the daemon's admin.token).
+    Candidate {
+        /// The daemon's `admin.token`. Default: $SLUICE_ADMIN__TOKEN, else $SLUICE_ADMIN_TOKEN.
+        #[arg(long, env = TOKEN_VAR, hide_env_values = true)]
+        token: Option<String>,
+        #[command(subcommand)]
+        action: candidate::CandidateAction,
     },
     /// The keys of POLICY most checked or most rejected recently (this daemon's view).
     Top {
@@ -221,6 +225,9 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             }
             Command::Admin { token, action } => {
                 admin(&client, admin_token(token).as_deref(), action).await
+            }
+            Command::Candidate { token, action } => {
+                candidate::run(&client, admin_token(token).as_deref(), action).await
             }
         }
     })
@@ -371,11 +378,7 @@ async fn admin(
         }
     };
     if raw.status != 200 {
-        report_error(&raw);
-        if raw.status == 401 && token.is_none() {
-            eprintln!("sluice: pass --token or set {TOKEN_VAR}");
-        }
-        return Ok(ExitCode::from(2));
+        return Ok(refused(&raw, token));
     }
     match action {
         AdminAction::Set { policy, tier, .. } => {
@@ -404,45 +407,6 @@ async fn admin(
     Ok(ExitCode::SUCCESS)
 }
 
-/// Percent-encodes a query value or path segment (the characters that would change its meaning).
-fn query_escape(value: &str) -> String {
-    let mut out = String::with_capacity(value.len());
-    for byte in value.bytes() {
-        match byte {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                out.push(byte as char)
-            }
-            _ => out.push_str(&format!("%{byte:02X}")),
-        }
-    }
-    out
-}
-
-/// With `--json`, the answer as sluiced gave it (exit 0 on a 200, 2 otherwise); without, a
-/// refusal reported on stderr (exit 2). `None`: a 200 for the caller to render as a table.
-fn printed_raw(raw: &RawResponse, json: bool) -> Option<ExitCode> {
-    if json {
-        println!("{}", String::from_utf8_lossy(&raw.body));
-        return Some(ExitCode::from(if raw.status == 200 { 0 } else { 2 }));
-    }
-    if raw.status != 200 {
-        report_error(raw);
-        return Some(ExitCode::from(2));
-    }
-    None
-}
-
-fn report_error(raw: &RawResponse) {
-    match raw.json::<ErrorBody>() {
-        Ok(error) => eprintln!("sluice: {} {}: {}", raw.status, error.error, error.message),
-        Err(_) => eprintln!(
-            "sluice: {}: {}",
-            raw.status,
-            String::from_utf8_lossy(&raw.body)
-        ),
-    }
-}
-
 fn print_decision(raw: &RawResponse) -> anyhow::Result<()> {
     let body: sluice_client::api::CheckResponse = raw.json()?;
     let verdict = if body.allowed { "allowed" } else { "denied" };
@@ -461,16 +425,4 @@ fn print_decision(raw: &RawResponse) -> anyhow::Result<()> {
     }
     println!("{line}");
     Ok(())
-}
-
-/// The `Authorization` value of `token`, if any.
-fn bearer(token: Option<&str>) -> Option<String> {
-    token.map(|token| format!("Bearer {token}"))
-}
-
-/// The request headers carrying `auth` (none without it).
-fn authorization(auth: Option<&str>) -> Vec<(&str, &str)> {
-    auth.map(|auth| ("authorization", auth))
-        .into_iter()
-        .collect()
 }
