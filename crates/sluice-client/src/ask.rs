@@ -1,11 +1,22 @@
-//! How the CLI asks the daemon and reports its answers: the admin token's header, escaping
-//! of names in paths and queries, `--json`'s raw body, and a refusal on stderr. Shared by
-//! every command.
+//! How the CLI asks the daemon and reports its answers: the admin token and its header,
+//! escaping of names in paths and queries, the span of a top list, `--json`'s raw body, and a
+//! refusal on stderr. Shared by every command.
 
 use std::process::ExitCode;
 
 use sluice_client::RawResponse;
 use sluice_client::api::ErrorBody;
+
+/// Which of a policy's top lists to ask `/v1/top` for (`sluice top`, `sluice candidate show`).
+#[derive(Debug, clap::Args)]
+pub struct TopSpan {
+    /// How many keys (1 to 100).
+    #[arg(short, long, default_value_t = 20)]
+    pub n: u64,
+    /// `5m` or `60m`.
+    #[arg(long, default_value = "5m")]
+    pub period: String,
+}
 
 /// The variable the daemon reads its admin token from; the CLI reads it too.
 pub const TOKEN_VAR: &str = "SLUICE_ADMIN__TOKEN";

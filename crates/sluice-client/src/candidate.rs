@@ -16,8 +16,8 @@ use sluice_client::api::{
 };
 use sluice_client::{Client, RawResponse};
 
-use crate::ask::{authorization, bearer, query_escape, refused, report_error};
-use crate::metrics_text::samples;
+use crate::ask::{TopSpan, authorization, bearer, query_escape, refused, report_error};
+use crate::metrics_text::{Sample, samples};
 
 /// The tier naming the policy's own limit.
 const NO_TIER: &str = "none";
@@ -36,12 +36,9 @@ pub enum CandidateAction {
         /// counters since the daemon started.
         #[arg(long)]
         over: Option<u64>,
-        /// How many keys of each top list to compare (1 to 100).
-        #[arg(short, long, default_value_t = 20)]
-        n: u64,
-        /// The period of the top lists: `5m` or `60m`.
-        #[arg(long, default_value = "5m")]
-        period: String,
+        /// The top lists to compare.
+        #[command(flatten)]
+        span: TopSpan,
         /// Print one JSON document.
         #[arg(long)]
         json: bool,
@@ -97,16 +94,15 @@ pub async fn run(
             policy,
             tier,
             over,
-            n,
-            period,
+            span,
             json,
         } => {
             let query = ShowQuery {
                 policy: &policy,
                 tier: &tier,
                 over: over.map(Duration::from_secs),
-                n,
-                period: &period,
+                n: span.n,
+                period: &span.period,
             };
             show(&ask, &query, json).await
         }
@@ -397,32 +393,30 @@ impl Counts {
         } else {
             &[tier]
         };
-        let mine = |sample: &crate::metrics_text::Sample| {
+        let mine = |sample: &Sample| {
             sample.label("policy") == Some(policy)
                 && sample
                     .label("plan_tier")
                     .is_some_and(|t| tiers.contains(&t))
         };
-        let mut counts = Counts::default();
-        for sample in samples(text, "rate_limit_requests_total") {
-            if mine(&sample) {
-                match sample.label("status") {
-                    Some("allowed") => counts.allowed += sample.value,
-                    Some("rejected") => counts.rejected += sample.value,
-                    _ => {}
-                }
-            }
+        let [allowed, rejected] = split(
+            text,
+            "rate_limit_requests_total",
+            ("status", ["allowed", "rejected"]),
+            mine,
+        );
+        let [would_allow, would_reject] = split(
+            text,
+            "rate_limit_candidate_decisions_total",
+            ("outcome", ["would_allow", "would_reject"]),
+            mine,
+        );
+        Counts {
+            allowed,
+            rejected,
+            would_allow,
+            would_reject,
         }
-        for sample in samples(text, "rate_limit_candidate_decisions_total") {
-            if mine(&sample) {
-                match sample.label("outcome") {
-                    Some("would_allow") => counts.would_allow += sample.value,
-                    Some("would_reject") => counts.would_reject += sample.value,
-                    _ => {}
-                }
-            }
-        }
-        counts
     }
 
     fn minus(&self, earlier: &Counts) -> Counts {
@@ -433,6 +427,22 @@ impl Counts {
             would_reject: self.would_reject - earlier.would_reject,
         }
     }
+}
+
+/// The sums of the samples of `metric` that are `mine`, by the two values of `label`.
+fn split(
+    text: &str,
+    metric: &str,
+    (label, values): (&str, [&str; 2]),
+    mine: impl Fn(&Sample) -> bool,
+) -> [f64; 2] {
+    let mut sums = [0.0; 2];
+    for sample in samples(text, metric).iter().filter(|s| mine(s)) {
+        if let Some(at) = values.iter().position(|v| sample.label(label) == Some(v)) {
+            sums[at] += sample.value;
+        }
+    }
+    sums
 }
 
 /// The keys in one of the two top lists and not the other. `Err`: the daemon's refusal.

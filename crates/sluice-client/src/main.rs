@@ -19,7 +19,8 @@ mod metrics_text;
 mod status;
 
 use ask::{
-    TOKEN_VAR, admin_token, authorization, bearer, printed_raw, query_escape, refused, report_error,
+    TOKEN_VAR, TopSpan, admin_token, authorization, bearer, printed_raw, query_escape, refused,
+    report_error,
 };
 
 #[derive(Debug, Parser)]
@@ -96,15 +97,12 @@ enum Command {
     Top {
         /// The policy whose keys to show.
         policy: String,
-        /// Rank by `rejected` or `checked`.
+        /// Rank by `rejected`, `checked` or `candidate_rejected` (the candidate limit's would-be
+        /// rejections).
         #[arg(long, default_value = "rejected")]
         by: String,
-        /// How many keys (1 to 100).
-        #[arg(short, long, default_value_t = 20)]
-        n: u64,
-        /// `5m` or `60m`.
-        #[arg(long, default_value = "5m")]
-        period: String,
+        #[command(flatten)]
+        span: TopSpan,
         /// Print the daemon's JSON body as it came.
         #[arg(long)]
         json: bool,
@@ -194,16 +192,15 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Command::Top {
                 policy,
                 by,
-                n,
-                period,
+                span,
                 json,
                 token,
             } => {
                 let query = TopQuery {
                     policy: &policy,
                     by: &by,
-                    n,
-                    period: &period,
+                    n: span.n,
+                    period: &span.period,
                 };
                 top(&client, &query, admin_token(token).as_deref(), json).await
             }

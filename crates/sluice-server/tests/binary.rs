@@ -751,16 +751,7 @@ async fn the_startup_line_the_watchdog_and_admin_changes_are_logged_without_the_
              fail = \"closed\"\n"
         ),
     );
-    let _daemon = Guard(
-        Command::new(BIN)
-            .arg("--config")
-            .arg(&config)
-            .env("RUST_LOG", "debug")
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .unwrap(),
-    );
+    let _daemon = logging(&config, &log, "debug");
     wait_for_socket(&socket);
     let client = Client::unix(&socket).with_timeout(Duration::from_secs(5));
 
@@ -841,15 +832,7 @@ async fn candidate_changes_and_promotions_are_logged_without_the_token() {
              [policies.p.candidate]\nlimit = 120\n"
         ),
     );
-    let _daemon = Guard(
-        Command::new(BIN)
-            .arg("--config")
-            .arg(&config)
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .unwrap(),
-    );
+    let _daemon = logging(&config, &log, "info");
     wait_for_socket(&socket);
     let client = Client::unix(&socket).with_timeout(Duration::from_secs(5));
     let auth = format!("Bearer {TOKEN}");
@@ -886,6 +869,20 @@ async fn candidate_changes_and_promotions_are_logged_without_the_token() {
         !text.contains(TOKEN),
         "the admin token reached the log:\n{text}"
     );
+}
+
+/// `sluiced` on `config`, logging at `level` into the file `log`; killed when dropped.
+fn logging(config: &Path, log: &Path, level: &str) -> Guard {
+    Guard(
+        Command::new(BIN)
+            .arg("--config")
+            .arg(config)
+            .env("RUST_LOG", level)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(log).unwrap())
+            .spawn()
+            .unwrap(),
+    )
 }
 
 /// Kills the process when the test ends, also when it fails.

@@ -73,6 +73,20 @@ pub struct CandidateOverride {
     pub algorithm: Option<String>,
 }
 
+impl CandidateOverride {
+    /// A candidate of `limit`, every other field left to its default.
+    pub fn new(policy: &str, tier: &str, limit: u64) -> Self {
+        CandidateOverride {
+            policy: policy.to_owned(),
+            tier: tier.to_owned(),
+            limit,
+            burst: None,
+            window: None,
+            algorithm: None,
+        }
+    }
+}
+
 impl Setting for LimitOverride {
     const KIND: SettingKind = SettingKind::Limit;
 
@@ -188,12 +202,8 @@ mod tests {
         };
         assert_eq!(LimitOverride::from_stored(&limit.stored()), Some(limit));
         let candidate = CandidateOverride {
-            policy: "public".into(),
-            tier: "none".into(),
-            limit: 150,
-            burst: None,
             window: Some("30s".into()),
-            algorithm: None,
+            ..CandidateOverride::new("public", "none", 150)
         };
         let stored = candidate.stored();
         assert_eq!(stored.fields.len(), 2, "unset fields are not stored");

@@ -57,14 +57,7 @@ async fn overrides_are_stored_replaced_listed_and_deleted_on_every_backend() {
 }
 
 fn candidate(tier: &str, limit: u64) -> CandidateOverride {
-    CandidateOverride {
-        policy: "public".into(),
-        tier: tier.into(),
-        limit,
-        burst: None,
-        window: None,
-        algorithm: None,
-    }
+    CandidateOverride::new("public", tier, limit)
 }
 
 /// Candidates live beside the overrides: a record of their own per (policy, tier), so a

@@ -46,6 +46,12 @@ fn path(policy: &str, tier: &str) -> String {
     format!("/v1/admin/policies/{policy}/tiers/{tier}/candidate")
 }
 
+/// `POST …/candidate/promote` of (`cand`, `tier`).
+async fn promote(d: &Daemon, tier: &str) -> sluice_client::RawResponse {
+    let at = format!("{}/promote", path("cand", tier));
+    admin(d, Method::POST, &at, "").await
+}
+
 /// `GET` the candidate of (`cand`, `tier`): its status and, on a 200, the view.
 async fn candidate(d: &Daemon, tier: &str) -> (u16, Option<CandidateView>) {
     let out = admin(d, Method::GET, &path("cand", tier), "").await;
@@ -171,13 +177,7 @@ async fn candidates_are_set_shown_removed_and_promoted_on_every_backend() {
             let out = admin(&d, Method::PUT, &path("cand", "pro"), body).await;
             assert_eq!(out.status, 200, "{name} {body}: {:?}", out.body);
             assert!(!out.json::<CandidateView>().unwrap().promotable, "{name}");
-            let out = admin(
-                &d,
-                Method::POST,
-                &format!("{}/promote", path("cand", "pro")),
-                "",
-            )
-            .await;
+            let out = promote(&d, "pro").await;
             assert_eq!(out.status, 409, "{name} {body}: {:?}", out.body);
             let error: ErrorBody = out.json().unwrap();
             assert_eq!(error.error, "candidate_not_promotable", "{name}");
@@ -188,13 +188,7 @@ async fn candidates_are_set_shown_removed_and_promoted_on_every_backend() {
         // (the file's of the tier is in force again).
         let out = admin(&d, Method::PUT, &path("cand", "pro"), r#"{"limit": 1500}"#).await;
         assert_eq!(out.status, 200, "{name}: {:?}", out.body);
-        let out = admin(
-            &d,
-            Method::POST,
-            &format!("{}/promote", path("cand", "pro")),
-            "",
-        )
-        .await;
+        let out = promote(&d, "pro").await;
         assert_eq!(out.status, 200, "{name}: {:?}", out.body);
         let promoted: PromotedView = out.json().unwrap();
         assert_eq!(
@@ -224,13 +218,7 @@ async fn candidates_are_set_shown_removed_and_promoted_on_every_backend() {
 
         // Promoting the file's candidate of the policy's own limit: the override is in force;
         // the file still names the candidate, so it stays judged.
-        let out = admin(
-            &d,
-            Method::POST,
-            &format!("{}/promote", path("cand", "none")),
-            "",
-        )
-        .await;
+        let out = promote(&d, "none").await;
         assert_eq!(out.status, 200, "{name}: {:?}", out.body);
         let promoted: PromotedView = out.json().unwrap();
         assert_eq!(promoted.source, "file", "{name}");
@@ -356,13 +344,7 @@ async fn a_candidate_reaches_every_daemon_on_the_backend_and_survives_a_restart(
         let b = daemon_on(&backend).await;
         until(name, admin_150, || shown(&b, "none")).await;
 
-        let out = admin(
-            &b,
-            Method::POST,
-            &format!("{}/promote", path("cand", "none")),
-            "",
-        )
-        .await;
+        let out = promote(&b, "none").await;
         assert_eq!(out.status, 200, "{name}: {:?}", out.body);
         until(name, "150".to_owned(), || limit_of(&a, None)).await;
         until(name, Some((120, "file".to_owned())), || shown(&a, "none")).await;

@@ -20,8 +20,7 @@ use sluice_store::{CandidateOverride, LimitOverride};
 use subtle::ConstantTimeEq;
 
 use super::candidate;
-use super::change::{check_names, effective, log_change, refused, resync, unavailable};
-use super::error::parse_json;
+use super::change::{check_names, effective, log_change, refused, request_of, resync, unavailable};
 use crate::service::app::App;
 use crate::service::json::{ApiError, json_response};
 
@@ -128,9 +127,7 @@ async fn set(
     Path((policy, tier)): Path<(String, String)>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    check_names(&policy, &tier)?;
-    let body = body.map_err(|e| ApiError::bad_request(e.body_text(), None))?;
-    let request: OverrideRequest = parse_json(&body)?;
+    let request: OverrideRequest = request_of((&policy, &tier), body)?;
     let change = LimitOverride {
         policy,
         tier,

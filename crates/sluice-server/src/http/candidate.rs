@@ -20,8 +20,7 @@ use sluice_api::{CandidateRemoved, CandidateRequest, CandidateView, PromotedView
 use sluice_core::Params;
 use sluice_store::{CandidateOverride, LimitOverride};
 
-use super::change::{check_names, effective, log_change, refused, resync, unavailable};
-use super::error::parse_json;
+use super::change::{check_names, effective, log_change, refused, request_of, resync, unavailable};
 use crate::service::app::App;
 use crate::service::json::{ApiError, json_response};
 use crate::service::overrides::CandidateSource;
@@ -44,9 +43,7 @@ pub(super) async fn set(
     Path((policy, tier)): Path<(String, String)>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    check_names(&policy, &tier)?;
-    let body = body.map_err(|e| ApiError::bad_request(e.body_text(), None))?;
-    let request: CandidateRequest = parse_json(&body)?;
+    let request: CandidateRequest = request_of((&policy, &tier), body)?;
     let candidate = CandidateOverride {
         policy,
         tier,

@@ -2,10 +2,14 @@
 //! names in its path, the answers to a refused or unstorable change, the re-read that puts it
 //! in force here at once, and the audit line.
 
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
 use http::StatusCode;
+use serde::de::DeserializeOwned;
 use sluice_api::codes;
 use sluice_store::StoreError;
 
+use super::error::parse_json;
 use crate::config::is_valid_name;
 use crate::service::app::App;
 use crate::service::json::ApiError;
@@ -18,6 +22,16 @@ pub(crate) fn unavailable(what: &str, err: &StoreError) -> ApiError {
         codes::BACKEND_UNAVAILABLE,
         format!("the backend could not {what}: {err}"),
     )
+}
+
+/// The body of a change to (`policy`, `tier`), once both names are valid.
+pub(crate) fn request_of<T: DeserializeOwned>(
+    (policy, tier): (&str, &str),
+    body: Result<Bytes, BytesRejection>,
+) -> Result<T, ApiError> {
+    check_names(policy, tier)?;
+    let body = body.map_err(|e| ApiError::bad_request(e.body_text(), None))?;
+    parse_json(&body)
 }
 
 pub(crate) fn check_names(policy: &str, tier: &str) -> Result<(), ApiError> {

@@ -108,14 +108,7 @@ mod tests {
     }
 
     fn candidate(tier: &str, limit: u64) -> CandidateOverride {
-        CandidateOverride {
-            policy: "public".into(),
-            tier: tier.into(),
-            limit,
-            burst: None,
-            window: None,
-            algorithm: None,
-        }
+        CandidateOverride::new("public", tier, limit)
     }
 
     fn compiled(
