@@ -233,6 +233,18 @@ async fn candidates_are_set_shown_removed_and_promoted_on_every_backend() {
             Some((120, "file".to_owned())),
             "{name}"
         );
+
+        // A candidate on a tier an override added outlives the tier in the backend (left out
+        // while the tier is gone) and can still be removed.
+        let gold = "/v1/admin/policies/cand/tiers/gold";
+        let out = admin(&d, Method::PUT, gold, r#"{"limit": 5000}"#).await;
+        assert_eq!(out.status, 200, "{name}: {:?}", out.body);
+        let out = admin(&d, Method::PUT, &path("cand", "gold"), r#"{"limit": 6000}"#).await;
+        assert_eq!(out.status, 200, "{name}: {:?}", out.body);
+        assert_eq!(admin(&d, Method::DELETE, gold, "").await.status, 200);
+        assert_eq!(candidate(&d, "gold").await.0, 404, "{name}: no tier gold");
+        let out = admin(&d, Method::DELETE, &path("cand", "gold"), "").await;
+        assert_eq!(out.status, 200, "{name}: {:?}", out.body);
     }
 }
 

@@ -83,14 +83,16 @@ pub(super) async fn remove(
     Path((policy, tier)): Path<(String, String)>,
 ) -> Result<Response, ApiError> {
     check_names(&policy, &tier)?;
-    app.limits.check_tier(&policy, &tier).map_err(refused)?;
     let before = in_force(&app, &policy, &tier);
+    // Deleted whether or not its tier is still there: a stored candidate whose tier an
+    // override added, then lost, must remain removable.
     let deleted = app
         .overrides
         .delete_candidate(&policy, &tier)
         .await
         .map_err(|e| unavailable("delete the candidate", &e))?;
     if !deleted {
+        app.limits.check_tier(&policy, &tier).map_err(refused)?;
         let file = if before.is_some() {
             " (the candidate in force is the config file's: change the file to remove it)"
         } else {
