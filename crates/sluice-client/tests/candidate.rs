@@ -49,12 +49,9 @@ async fn candidate(d: &Daemon, args: &[&str]) -> Output {
 
 /// `times` checks of `key` under `policy`.
 async fn checks(d: &Daemon, policy: &str, key: &str, times: usize) {
+    let client = sluice_client::Client::unix(&d.socket);
     for _ in 0..times {
-        let out = d
-            .unix()
-            .check(&CheckRequest::new(policy, key))
-            .await
-            .unwrap();
+        let out = client.check(&CheckRequest::new(policy, key)).await.unwrap();
         assert!(out.status == 200 || out.status == 429, "{}", out.status);
     }
 }
