@@ -483,6 +483,13 @@ fn check_labels(name: &str, config: &PolicyConfig, errors: &mut Vec<FieldError>)
                 field(name, &format!("tiers.{tier}")),
                 "a tier name is 1 to 64 of A-Z a-z 0-9 _ . -",
             ));
+        } else if matches!(tier.as_str(), NO_TIER | OTHER) {
+            // `none` and `other` are `plan_tier` labels of their own (no tier, a tier the
+            // policy does not name), and `none` is the policy's own limit in the admin API.
+            errors.push(FieldError::new(
+                field(name, &format!("tiers.{tier}")),
+                "none and other are reserved: none is the policy's own limit, other the label of tiers a policy does not name",
+            ));
         }
         if tier_config.limit == Some(0) {
             errors.push(FieldError::new(
