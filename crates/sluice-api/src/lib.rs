@@ -203,12 +203,28 @@ pub mod codes {
     pub const BACKEND_UNAVAILABLE: &str = "backend_unavailable";
     pub const UNAUTHORIZED: &str = "unauthorized";
     pub const ADMIN_DISABLED: &str = "admin_disabled";
+    pub const UNKNOWN_TIER: &str = "unknown_tier";
+    pub const CANDIDATE_NOT_PROMOTABLE: &str = "candidate_not_promotable";
 }
 
 /// One limit as `GET /v1/policies` shows it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LimitView {
     pub limit: u64,
+    pub window_ms: u64,
+    pub burst: u64,
+    /// The candidate judged beside this limit, when it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub candidate: Option<ParamsView>,
+}
+
+/// A limit's every parameter: a candidate's, or the limit in force beside it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ParamsView {
+    pub algorithm: String,
+    pub limit: u64,
+    /// `window_ms` as the config file writes durations (`"60s"`).
+    pub window: String,
     pub window_ms: u64,
     pub burst: u64,
 }
@@ -227,6 +243,9 @@ pub struct PolicyView {
     /// `local`, `global` or `replicated`; absent from older daemons.
     #[serde(default = "local_scope")]
     pub scope: String,
+    /// The candidate of the policy's own limit (tier `none`), when it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub candidate: Option<ParamsView>,
 }
 
 fn local_scope() -> String {
@@ -333,11 +352,90 @@ pub struct OverrideView {
     pub burst: Option<u64>,
 }
 
-/// `GET /v1/admin/policies`: every override stored in the backend.
+/// `GET /v1/admin/policies`: every override and run-time candidate stored in the backend.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OverridesResponse {
     pub version: u64,
     pub overrides: Vec<OverrideView>,
+    /// Candidates set through the admin API (absent from older daemons).
+    #[serde(default)]
+    pub candidates: Vec<CandidateRequestView>,
+}
+
+/// `PUT /v1/admin/policies/{policy}/tiers/{tier}/candidate`: a candidate limit of one tier
+/// (`none`: the policy's own limit), judged beside it and never enforced.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CandidateRequest {
+    pub limit: u64,
+    /// Defaults to the candidate's own `limit`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub burst: Option<u64>,
+    /// A duration (`"60s"`); defaults to the policy's window.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window: Option<String>,
+    /// Defaults to the policy's algorithm.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub algorithm: Option<String>,
+}
+
+/// One run-time candidate as stored: what its `PUT` said, unset fields left to their
+/// defaults.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CandidateRequestView {
+    pub policy: String,
+    pub tier: String,
+    #[serde(flatten)]
+    pub request: CandidateRequest,
+}
+
+/// Where the candidate in force of a (policy, tier) comes from.
+pub mod sources {
+    /// Set through the admin API (it replaces the file's candidate of the same tier).
+    pub const ADMIN: &str = "admin";
+    /// `[policies.NAME.candidate]` of the config file.
+    pub const FILE: &str = "file";
+}
+
+/// `GET /v1/admin/policies/{policy}/tiers/{tier}/candidate` (and the answer to its `PUT`): the
+/// candidate in force, where it comes from, and the limit it is judged beside.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CandidateView {
+    pub policy: String,
+    pub tier: String,
+    /// [`sources::ADMIN`] or [`sources::FILE`].
+    pub source: String,
+    pub candidate: ParamsView,
+    /// The limit in force of this (policy, tier).
+    pub current: ParamsView,
+    /// Whether `…/candidate/promote` can make it the limit: its window and algorithm are the
+    /// policy's (an override changes limit and burst only).
+    pub promotable: bool,
+}
+
+/// The answer to `DELETE /v1/admin/policies/{policy}/tiers/{tier}/candidate`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CandidateRemoved {
+    pub policy: String,
+    pub tier: String,
+    pub deleted: bool,
+    /// The candidate in force now: the config file's of this tier, if it names one.
+    pub in_force: Option<CandidateView>,
+}
+
+/// The answer to `POST /v1/admin/policies/{policy}/tiers/{tier}/candidate/promote`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PromotedView {
+    pub policy: String,
+    pub tier: String,
+    /// The limit in force before.
+    pub previous: ParamsView,
+    /// The limit in force now (the stored override).
+    pub limit: ParamsView,
+    /// Where the promoted candidate came from: [`sources::ADMIN`] (it is cleared) or
+    /// [`sources::FILE`] (the file still names it, so it stays judged, now equal to the limit,
+    /// until the file changes).
+    pub source: String,
 }
 
 #[cfg(test)]

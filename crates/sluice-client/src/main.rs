@@ -11,24 +11,20 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use sluice_client::api::{
-    CheckRequest, ErrorBody, OverrideRequest, OverrideView, OverridesResponse, TopResponse,
+    CheckRequest, OverrideRequest, OverrideView, OverridesResponse, TopResponse,
 };
 use sluice_client::{Client, RawResponse};
 
+mod ask;
+mod candidate;
+mod metrics_text;
 mod replay;
 mod status;
 
-/// The variable the daemon reads its admin token from; the CLI reads it too.
-const TOKEN_VAR: &str = "SLUICE_ADMIN__TOKEN";
-/// The name earlier versions of the CLI read, still honoured.
-const TOKEN_VAR_ALIAS: &str = "SLUICE_ADMIN_TOKEN";
-
-/// `--token`, else the daemon's variable (clap has read it), else the older alias.
-fn admin_token(given: Option<String>) -> Option<String> {
-    given
-        .or_else(|| std::env::var(TOKEN_VAR_ALIAS).ok())
-        .filter(|token| !token.is_empty())
-}
+use ask::{
+    TOKEN_VAR, TopSpan, admin_token, authorization, bearer, printed_raw, query_escape, refused,
+    report_error,
+};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -91,19 +87,25 @@ enum Command {
         #[command(subcommand)]
         action: AdminAction,
     },
+    /// A candidate limit of a policy's tier: show how it would do, set it, promote it to
+    /// the limit, clear it (needs the daemon's admin.token).
+    Candidate {
+        /// The daemon's `admin.token`. Default: $SLUICE_ADMIN__TOKEN, else $SLUICE_ADMIN_TOKEN.
+        #[arg(long, env = TOKEN_VAR, hide_env_values = true)]
+        token: Option<String>,
+        #[command(subcommand)]
+        action: candidate::CandidateAction,
+    },
     /// The keys of POLICY most checked or most rejected recently (this daemon's view).
     Top {
         /// The policy whose keys to show.
         policy: String,
-        /// Rank by `rejected` or `checked`.
+        /// Rank by `rejected`, `checked` or `candidate_rejected` (the candidate limit's would-be
+        /// rejections).
         #[arg(long, default_value = "rejected")]
         by: String,
-        /// How many keys (1 to 100).
-        #[arg(short, long, default_value_t = 20)]
-        n: u64,
-        /// `5m` or `60m`.
-        #[arg(long, default_value = "5m")]
-        period: String,
+        #[command(flatten)]
+        span: TopSpan,
         /// Print the daemon's JSON body as it came.
         #[arg(long)]
         json: bool,
@@ -202,16 +204,15 @@ fn run(target: Target, command: Command) -> anyhow::Result<ExitCode> {
             Command::Top {
                 policy,
                 by,
-                n,
-                period,
+                span,
                 json,
                 token,
             } => {
                 let query = TopQuery {
                     policy: &policy,
                     by: &by,
-                    n,
-                    period: &period,
+                    n: span.n,
+                    period: &span.period,
                 };
                 top(&client, &query, admin_token(token).as_deref(), json).await
             }
@@ -233,6 +234,9 @@ fn run(target: Target, command: Command) -> anyhow::Result<ExitCode> {
             }
             Command::Admin { token, action } => {
                 admin(&client, admin_token(token).as_deref(), action).await
+            }
+            Command::Candidate { token, action } => {
+                candidate::run(&client, admin_token(token).as_deref(), action).await
             }
             Command::Replay(args) => Ok(replay::run(args)),
         }
@@ -384,11 +388,7 @@ async fn admin(
         }
     };
     if raw.status != 200 {
-        report_error(&raw);
-        if raw.status == 401 && token.is_none() {
-            eprintln!("sluice: pass --token or set {TOKEN_VAR}");
-        }
-        return Ok(ExitCode::from(2));
+        return Ok(refused(&raw, token));
     }
     match action {
         AdminAction::Set { policy, tier, .. } => {
@@ -417,45 +417,6 @@ async fn admin(
     Ok(ExitCode::SUCCESS)
 }
 
-/// Percent-encodes a query value or path segment (the characters that would change its meaning).
-fn query_escape(value: &str) -> String {
-    let mut out = String::with_capacity(value.len());
-    for byte in value.bytes() {
-        match byte {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                out.push(byte as char)
-            }
-            _ => out.push_str(&format!("%{byte:02X}")),
-        }
-    }
-    out
-}
-
-/// With `--json`, the answer as sluiced gave it (exit 0 on a 200, 2 otherwise); without, a
-/// refusal reported on stderr (exit 2). `None`: a 200 for the caller to render as a table.
-fn printed_raw(raw: &RawResponse, json: bool) -> Option<ExitCode> {
-    if json {
-        println!("{}", String::from_utf8_lossy(&raw.body));
-        return Some(ExitCode::from(if raw.status == 200 { 0 } else { 2 }));
-    }
-    if raw.status != 200 {
-        report_error(raw);
-        return Some(ExitCode::from(2));
-    }
-    None
-}
-
-fn report_error(raw: &RawResponse) {
-    match raw.json::<ErrorBody>() {
-        Ok(error) => eprintln!("sluice: {} {}: {}", raw.status, error.error, error.message),
-        Err(_) => eprintln!(
-            "sluice: {}: {}",
-            raw.status,
-            String::from_utf8_lossy(&raw.body)
-        ),
-    }
-}
-
 fn print_decision(raw: &RawResponse) -> anyhow::Result<()> {
     let body: sluice_client::api::CheckResponse = raw.json()?;
     let verdict = if body.allowed { "allowed" } else { "denied" };
@@ -474,16 +435,4 @@ fn print_decision(raw: &RawResponse) -> anyhow::Result<()> {
     }
     println!("{line}");
     Ok(())
-}
-
-/// The `Authorization` value of `token`, if any.
-fn bearer(token: Option<&str>) -> Option<String> {
-    token.map(|token| format!("Bearer {token}"))
-}
-
-/// The request headers carrying `auth` (none without it).
-fn authorization(auth: Option<&str>) -> Vec<(&str, &str)> {
-    auth.map(|auth| ("authorization", auth))
-        .into_iter()
-        .collect()
 }

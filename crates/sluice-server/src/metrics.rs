@@ -78,6 +78,27 @@ pub struct PolicyTierLabels {
     pub plan_tier: Arc<str>,
 }
 
+/// `rate_limit_candidate_decisions_total`: what a (policy, tier)'s candidate would have
+/// answered.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct CandidateLabels {
+    pub policy: Arc<str>,
+    pub plan_tier: Arc<str>,
+    /// `would_allow` or `would_reject`.
+    pub outcome: &'static str,
+}
+
+impl CandidateLabels {
+    /// The `outcome` label of a candidate's decision.
+    pub fn outcome(allowed: bool) -> &'static str {
+        if allowed {
+            "would_allow"
+        } else {
+            "would_reject"
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 pub struct PeerLabels {
     pub peer: Arc<str>,
@@ -145,6 +166,7 @@ pub struct Metrics {
     /// Shared with the connection gate, which counts into it.
     pub connections_refused: Family<ListenerLabels, Counter>,
     requests: Family<RequestLabels, Counter>,
+    candidate_decisions: Family<CandidateLabels, Counter>,
     redis_duration: HistogramFamily<BackendOpLabels>,
     redis_batch_size: HistogramFamily<BackendLabels>,
     check_duration: HistogramFamily<PolicyLabels>,
@@ -174,6 +196,7 @@ impl Metrics {
     pub fn new() -> Self {
         let mut registry = Registry::default();
         let requests = Family::<RequestLabels, Counter>::default();
+        let candidate_decisions = Family::<CandidateLabels, Counter>::default();
         let redis_duration: HistogramFamily<BackendOpLabels> =
             Family::new_with_constructor(redis_histogram);
         let redis_batch_size: HistogramFamily<BackendLabels> =
@@ -199,6 +222,11 @@ impl Metrics {
             "rate_limit_requests",
             "Checks decided, by outcome",
             Described(requests.clone()),
+        );
+        registry.register(
+            "rate_limit_candidate_decisions",
+            "Checks judged against a candidate limit (never enforced), by what it would have answered",
+            Described(candidate_decisions.clone()),
         );
         registry.register(
             "rate_limit_redis_duration_seconds",
@@ -287,6 +315,7 @@ impl Metrics {
             registry,
             connections_refused,
             requests,
+            candidate_decisions,
             redis_duration,
             redis_batch_size,
             check_duration,
@@ -394,6 +423,21 @@ impl Metrics {
                     self.redis_duration
                         .get_or_create(&BackendOpLabels { backend, op }),
                 );
+            }
+        }
+    }
+
+    /// Creates the zero series of the candidates of `limits` (each a policy and the
+    /// `plan_tier` label of a tier with a candidate), so the dashboards' ratios have a
+    /// starting point before the first check is judged.
+    pub fn prime_candidates(&self, limits: impl IntoIterator<Item = (Arc<str>, Arc<str>)>) {
+        for (policy, plan_tier) in limits {
+            for allowed in [true, false] {
+                drop(self.candidate_decisions.get_or_create(&CandidateLabels {
+                    policy: policy.clone(),
+                    plan_tier: plan_tier.clone(),
+                    outcome: CandidateLabels::outcome(allowed),
+                }));
             }
         }
     }
@@ -531,6 +575,9 @@ pub struct PolicyMeters {
     requests: Box<[OnceLock<Counter>]>,
     /// By tier.
     utilization: Box<[OnceLock<StripedHistogram>]>,
+    /// By `(would allow, tier)`: `rate_limit_candidate_decisions_total`. Two slots a tier,
+    /// as bounded as the tiers.
+    candidates: Box<[OnceLock<Counter>]>,
     check_duration: OnceLock<StripedHistogram>,
 }
 
@@ -545,6 +592,7 @@ impl PolicyMeters {
             endpoints,
             requests: (0..slots).map(|_| OnceLock::new()).collect(),
             utilization: (0..tiers).map(|_| OnceLock::new()).collect(),
+            candidates: (0..2 * tiers).map(|_| OnceLock::new()).collect(),
             check_duration: OnceLock::new(),
         }
     }
@@ -565,6 +613,24 @@ impl PolicyMeters {
                 .get_or_init(|| metrics.requests.get_or_create(&labels()).clone())
                 .inc(),
             None => metrics.requests.get_or_create(&labels()).inc(),
+        };
+    }
+
+    /// Counts what a tier slot's candidate would have answered in
+    /// `rate_limit_candidate_decisions_total`; `labels` names the series the first time.
+    pub fn count_candidate(
+        &self,
+        metrics: &Metrics,
+        allowed: bool,
+        tier: usize,
+        labels: impl FnOnce() -> CandidateLabels,
+    ) {
+        let at = usize::from(allowed) * self.utilization.len() + tier;
+        match self.candidates.get(at) {
+            Some(slot) => slot
+                .get_or_init(|| metrics.candidate_decisions.get_or_create(&labels()).clone())
+                .inc(),
+            None => metrics.candidate_decisions.get_or_create(&labels()).inc(),
         };
     }
 

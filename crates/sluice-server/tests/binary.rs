@@ -751,16 +751,7 @@ async fn the_startup_line_the_watchdog_and_admin_changes_are_logged_without_the_
              fail = \"closed\"\n"
         ),
     );
-    let _daemon = Guard(
-        Command::new(BIN)
-            .arg("--config")
-            .arg(&config)
-            .env("RUST_LOG", "debug")
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .unwrap(),
-    );
+    let _daemon = logging(&config, &log, "debug");
     wait_for_socket(&socket);
     let client = Client::unix(&socket).with_timeout(Duration::from_secs(5));
 
@@ -820,6 +811,78 @@ async fn the_startup_line_the_watchdog_and_admin_changes_are_logged_without_the_
         !text.contains(TOKEN),
         "the admin token reached the log:\n{text}"
     );
+}
+
+/// Candidate changes through the admin API are audit lines of their own: set and removed with
+/// the candidate before and after, a promotion as the limit change it is, marked
+/// `(promoted candidate)`; the token is never logged.
+#[tokio::test]
+async fn candidate_changes_and_promotions_are_logged_without_the_token() {
+    const TOKEN: &str = "tok-candidate-never-logged";
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("stderr.log");
+    let socket = dir.path().join("d.sock");
+    let config = dir.path().join("sluice.toml");
+    write_config(
+        &config,
+        &socket,
+        &format!(
+            "[admin]\ntoken = \"{TOKEN}\"\n\
+             [policies.p]\nalgorithm = \"fixed_window\"\nlimit = 100\nwindow = \"60s\"\n\
+             [policies.p.candidate]\nlimit = 120\n"
+        ),
+    );
+    let _daemon = logging(&config, &log, "info");
+    wait_for_socket(&socket);
+    let client = Client::unix(&socket).with_timeout(Duration::from_secs(5));
+    let auth = format!("Bearer {TOKEN}");
+    let path = "/v1/admin/policies/p/tiers/none/candidate";
+    for (method, at, body) in [
+        (Method::PUT, path.to_owned(), r#"{"limit": 150}"#),
+        (Method::DELETE, path.to_owned(), ""),
+        (Method::PUT, path.to_owned(), r#"{"limit": 150}"#),
+        (Method::POST, format!("{path}/promote"), ""),
+    ] {
+        let out = client
+            .send(method, &at, &[("authorization", auth.as_str())], body)
+            .await
+            .unwrap();
+        assert_eq!(
+            out.status,
+            200,
+            "{at}: {:?}",
+            String::from_utf8_lossy(&out.body)
+        );
+    }
+    let text = std::fs::read_to_string(&log).unwrap();
+    for line in [
+        "candidate set: policy=p tier=none candidate 120 per 60s burst 120 fixed_window (file)→150 per 60s burst 150 fixed_window (admin)",
+        "candidate removed: policy=p tier=none candidate 150 per 60s burst 150 fixed_window (admin)→120 per 60s burst 120 fixed_window (file)",
+        "limit override set: policy=p tier=none limit 100→150 (promoted candidate) burst 100→150",
+    ] {
+        assert!(
+            text.lines().any(|l| l.contains(line)),
+            "{line:?} not in:\n{text}"
+        );
+    }
+    assert!(
+        !text.contains(TOKEN),
+        "the admin token reached the log:\n{text}"
+    );
+}
+
+/// `sluiced` on `config`, logging at `level` into the file `log`; killed when dropped.
+fn logging(config: &Path, log: &Path, level: &str) -> Guard {
+    Guard(
+        Command::new(BIN)
+            .arg("--config")
+            .arg(config)
+            .env("RUST_LOG", level)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(log).unwrap())
+            .spawn()
+            .unwrap(),
+    )
 }
 
 /// Kills the process when the test ends, also when it fails.

@@ -1,14 +1,15 @@
 //! Storage of rate-limit state behind one narrow async trait, so the daemon does not care
 //! whether counters live in process memory, in Redis or in a Redis Cluster.
 //!
-//! A store is used as `Arc<dyn Store>`; the run-time limit overrides the admin API writes
-//! live beside it behind [`OverrideStore`] (every backend implements both). It receives the policy's parameters and the time with
-//! every call (the daemon owns the clock and the config), and decides with the arithmetic of
+//! A store is used as `Arc<dyn Store>`; the run-time settings the admin API writes (limit
+//! overrides [`LimitOverride`] and candidate limits [`CandidateOverride`]) live beside it
+//! behind [`OverrideStore`] (every backend implements both). It receives the policy's
+//! parameters and the time with every call (the daemon owns the clock and the config), and decides with the arithmetic of
 //! `sluice-core`, so every backend gives the same decisions for the same inputs.
 //!
 //! Backends:
 //! - [`MemoryStore`]: process memory, one daemon (`src/memory/`: the key table, the shards,
-//!   eviction, the all-or-nothing batch and the overrides, a file each).
+//!   eviction, the all-or-nothing batch and the run-time settings, a file each).
 //! - [`RedisStore`] (`backend.kind = "redis"`): one Redis server, `redis` crate, one
 //!   multiplexed auto-reconnecting connection: the [`ScriptStore`] over the [`Single`] client.
 //! - [`ClusterStore`] (`backend.kind = "cluster"`): Redis Cluster, `fred` crate: the
@@ -45,6 +46,7 @@ mod error;
 mod grace;
 mod memory;
 mod redis;
+mod settings;
 mod store;
 
 pub use config::{
@@ -59,6 +61,7 @@ pub use redis::replicated::{
     SharedBackend,
 };
 pub use redis::{Cluster, ClusterStore, RedisStore, ScriptStore, Single, keys, replicated};
-pub use store::{
-    BatchObserver, Check, LimitOverride, OverrideStore, Store, StoreKind, candidate_policy,
+pub use settings::{
+    CandidateOverride, LimitOverride, Setting, SettingKind, Settings, StoredSetting,
 };
+pub use store::{BatchObserver, Check, OverrideStore, Store, StoreKind, candidate_policy};

@@ -1,10 +1,14 @@
 //! The traits the backends implement: [`Store`] for the counters of every check, and
-//! [`OverrideStore`] for the run-time limit overrides the admin API writes.
+//! [`OverrideStore`] for the run-time settings the admin API writes (limit overrides and
+//! candidate limits).
 
 use async_trait::async_trait;
 use sluice_core::{Decision, Params};
 
 use crate::StoreError;
+use crate::settings::{
+    CandidateOverride, LimitOverride, Setting, SettingKind, Settings, StoredSetting, typed,
+};
 
 /// One check handed to a store: `cost` for `key` under `policy`, decided with `params`.
 ///
@@ -25,17 +29,6 @@ pub fn candidate_policy(policy: &str) -> String {
     name.push_str(policy);
     name.push_str("#candidate");
     name
-}
-
-/// A limit of one (policy, tier) changed at run time (the admin API). Stored in the backend, so
-/// it survives daemon restarts and every daemon sharing the backend applies it.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub struct LimitOverride {
-    pub policy: String,
-    pub tier: String,
-    pub limit: u64,
-    /// `None`: the tier's burst defaults as in the config file.
-    pub burst: Option<u64>,
 }
 
 /// The backends sluice can keep state in.
@@ -225,21 +218,75 @@ pub trait BatchObserver: Send + Sync + std::fmt::Debug {
     fn sent_again(&self, _backend: StoreKind, _checks: usize) {}
 }
 
-/// Where run-time limit overrides live, apart from the counters: every daemon sharing a
-/// backend reads the same overrides, so they survive restarts and reach every daemon. Object
-/// safe: the daemon holds an `Arc<dyn OverrideStore>`.
+/// Where the run-time settings of (policy, tier)s live — limit overrides and candidate limits
+/// — apart from the counters: every daemon sharing a backend reads the same settings, so they
+/// survive restarts and reach every daemon. Object safe: the daemon holds an
+/// `Arc<dyn OverrideStore>`.
+///
+/// A backend implements the four record methods; the typed methods are written once over
+/// them. One version covers both kinds: every change of either bumps it, so a daemon polls
+/// one number to learn that anything changed.
 #[async_trait]
 pub trait OverrideStore: Send + Sync + std::fmt::Debug + 'static {
+    /// Stores `setting`, replacing the one of its kind, policy and tier, and bumps the version.
+    async fn put_setting(&self, setting: &StoredSetting) -> Result<(), StoreError>;
+
+    /// Removes the setting of `kind` of (policy, tier); whether there was one. Bumps the
+    /// version.
+    async fn delete_setting(
+        &self,
+        kind: SettingKind,
+        policy: &str,
+        tier: &str,
+    ) -> Result<bool, StoreError>;
+
+    /// Every stored setting of `kind`, in no particular order.
+    async fn list_settings(&self, kind: SettingKind) -> Result<Vec<StoredSetting>, StoreError>;
+
+    /// A number every change increases: cheap to poll, so a daemon reloads the settings only
+    /// when another one changed them.
+    async fn version(&self) -> Result<u64, StoreError>;
+
     /// Stores `change`, replacing the override of its policy and tier, and bumps the version.
-    async fn put(&self, change: &LimitOverride) -> Result<(), StoreError>;
+    async fn put(&self, change: &LimitOverride) -> Result<(), StoreError> {
+        self.put_setting(&change.stored()).await
+    }
 
     /// Removes the override of (policy, tier); whether there was one. Bumps the version.
-    async fn delete(&self, policy: &str, tier: &str) -> Result<bool, StoreError>;
+    async fn delete(&self, policy: &str, tier: &str) -> Result<bool, StoreError> {
+        self.delete_setting(SettingKind::Limit, policy, tier).await
+    }
 
-    /// The version the overrides are at and every stored override, sorted.
-    async fn list(&self) -> Result<(u64, Vec<LimitOverride>), StoreError>;
+    /// The version the settings are at and every stored override, sorted.
+    async fn list(&self) -> Result<(u64, Vec<LimitOverride>), StoreError> {
+        let version = self.version().await?;
+        let stored = self.list_settings(SettingKind::Limit).await?;
+        Ok((version, typed(&stored)))
+    }
 
-    /// A number every change increases: cheap to poll, so a daemon reloads the overrides
-    /// only when another one changed them.
-    async fn version(&self) -> Result<u64, StoreError>;
+    /// Stores `candidate`, replacing the run-time candidate of its policy and tier, and bumps
+    /// the version.
+    async fn put_candidate(&self, candidate: &CandidateOverride) -> Result<(), StoreError> {
+        self.put_setting(&candidate.stored()).await
+    }
+
+    /// Removes the run-time candidate of (policy, tier); whether there was one. Bumps the
+    /// version.
+    async fn delete_candidate(&self, policy: &str, tier: &str) -> Result<bool, StoreError> {
+        self.delete_setting(SettingKind::Candidate, policy, tier)
+            .await
+    }
+
+    /// Every setting of both kinds and the version they were read at. The version is read
+    /// first: a change made meanwhile leaves it behind, so the next poll reads again.
+    async fn settings(&self) -> Result<Settings, StoreError> {
+        let version = self.version().await?;
+        let limits = self.list_settings(SettingKind::Limit).await?;
+        let candidates = self.list_settings(SettingKind::Candidate).await?;
+        Ok(Settings {
+            version,
+            limits: typed(&limits),
+            candidates: typed(&candidates),
+        })
+    }
 }

@@ -9,7 +9,7 @@ use sluice_api::{CheckRequest, ErrorBody, OverridesResponse};
 use sluice_testkit::RedisServer;
 use sluice_tests::{Daemon, DaemonClients, TEST_CONFIG, header};
 
-const TOKEN: &str = "s3cret-token";
+pub(crate) const TOKEN: &str = "s3cret-token";
 
 async fn daemon_on(redis: &RedisServer) -> Daemon {
     Daemon::start(&format!(
@@ -19,7 +19,13 @@ async fn daemon_on(redis: &RedisServer) -> Daemon {
     .await
 }
 
-async fn admin(d: &Daemon, method: Method, path: &str, body: &str) -> sluice_client::RawResponse {
+/// `method path` with `body`, carrying the admin token.
+pub(crate) async fn admin(
+    d: &Daemon,
+    method: Method,
+    path: &str,
+    body: &str,
+) -> sluice_client::RawResponse {
     let auth = format!("Bearer {TOKEN}");
     d.unix()
         .send(method, path, &[("authorization", &auth)], body.to_owned())

@@ -29,15 +29,16 @@ window = "1h"
 fail = "closed"
 "#;
 
-/// A backend with its servers, kept alive as long as the value.
-enum Backend {
+/// A backend with its servers, kept alive as long as the value (other modules' tests run one
+/// body over each too).
+pub(crate) enum Backend {
     Memory,
     Redis(RedisServer),
     Cluster(RedisCluster),
 }
 
 impl Backend {
-    fn all() -> Vec<Backend> {
+    pub(crate) fn all() -> Vec<Backend> {
         vec![
             Backend::Memory,
             Backend::Redis(RedisServer::start()),
@@ -45,7 +46,7 @@ impl Backend {
         ]
     }
 
-    fn name(&self) -> &'static str {
+    pub(crate) fn name(&self) -> &'static str {
         match self {
             Backend::Memory => "memory",
             Backend::Redis(_) => "redis",
@@ -54,7 +55,7 @@ impl Backend {
     }
 
     /// The `[backend]` section, with `timeout`.
-    fn section(&self, timeout: &str) -> String {
+    pub(crate) fn section(&self, timeout: &str) -> String {
         let target = match self {
             Backend::Memory => "kind = \"memory\"".to_owned(),
             Backend::Redis(server) => format!("kind = \"redis\"\nurl = \"{}\"", server.url()),

@@ -8,6 +8,8 @@ mod backends;
 mod batch;
 mod boundary;
 mod caddy;
+mod candidate;
+mod candidate_admin;
 mod envoy;
 mod errors;
 mod features;

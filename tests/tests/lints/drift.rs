@@ -17,7 +17,7 @@ const DATASOURCE: &str = "${datasource}";
 
 /// The documented metric table: (name, type). Counters are exported as `<name>` samples too, since
 /// every documented counter name already ends in `_total`.
-const DOCUMENTED_METRICS: [(&str, &str); 20] = [
+const DOCUMENTED_METRICS: [(&str, &str); 21] = [
     ("rate_limit_requests_total", "counter"),
     ("rate_limit_redis_duration_seconds", "histogram"),
     ("rate_limit_redis_batch_size", "histogram"),
@@ -40,6 +40,8 @@ const DOCUMENTED_METRICS: [(&str, &str); 20] = [
     ("rate_limit_lease_calls_total", "counter"),
     ("rate_limit_lease_units_total", "counter"),
     ("rate_limit_local_decisions_total", "counter"),
+    // the README's candidate limits section.
+    ("rate_limit_candidate_decisions_total", "counter"),
 ];
 
 /// The text of `/metrics` after a few allowed, rejected, tiered and shadow checks.

@@ -436,6 +436,7 @@ grpc = "unix:/tmp/a.sock""#,
             "[policies.r]\nalgorithm = \"gcra\"\nlimit = 1\nwindow = \"1s\"\nscope = \"replicated\"\n",
             "[policies.r.candidate]\nlimit = 2\n",
             "[policies.e]\nalgorithm = \"gcra\"\nlimit = 1\nwindow = \"1s\"\n[policies.e.candidate]\nlimt = 2\n",
+            "[policies.t]\nalgorithm = \"gcra\"\nlimit = 1\nwindow = \"1s\"\ntiers = { none = { limit = 2 }, other = { limit = 3 } }\n",
         )))
         .unwrap_err();
         let fields = fields(&err);
@@ -447,6 +448,8 @@ grpc = "unix:/tmp/a.sock""#,
             "policies.p.candidate.tiers.pro.limit",
             "policies.e.candidate.limt",
             "policies.r.candidate.limit",
+            "policies.t.tiers.none",
+            "policies.t.tiers.other",
         ] {
             assert!(fields.contains(&field), "{field} not in {err}");
         }

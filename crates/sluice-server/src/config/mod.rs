@@ -27,7 +27,7 @@ pub use compile::{
 };
 pub use error::{ConfigError, FieldError};
 pub use load::{ConfigSource, env_provider, load, load_with, load_with_env};
-pub use parse::{is_valid_name, parse_duration_ms};
+pub use parse::{format_duration_ms, is_valid_name, parse_duration_ms};
 pub use region::RegionSettings;
 pub use schema::{
     AdminConfig, BUILTIN_NAME, BUILTIN_TOML, BackendConfig, Config, ForwardAuthConfig,

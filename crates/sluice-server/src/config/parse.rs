@@ -38,6 +38,20 @@ pub fn parse_duration_ms(text: &str) -> Result<u64, String> {
         .ok_or_else(|| format!("{text:?} is too long a duration"))
 }
 
+/// `ms` as [`parse_duration_ms`] reads it back: in hours when whole, else in seconds when
+/// whole, else in ms (`60000` is `"60s"`, as windows are usually written; `1500` is
+/// `"1500ms"`).
+pub fn format_duration_ms(ms: u64) -> String {
+    const UNITS: [(u64, &str); 2] = [(3_600_000, "h"), (1_000, "s")];
+    UNITS
+        .iter()
+        .find(|(factor, _)| ms > 0 && ms.is_multiple_of(*factor))
+        .map_or_else(
+            || format!("{ms}ms"),
+            |(factor, unit)| format!("{}{unit}", ms / factor),
+        )
+}
+
 /// A duration of at least 1 ms, as every timeout and interval of the config is.
 pub fn parse_positive_duration(text: &str) -> Result<Duration, String> {
     match parse_duration_ms(text)? {
@@ -81,6 +95,20 @@ mod tests {
             assert!(parse_duration_ms(bad).is_err(), "{bad}");
         }
         assert!(parse_positive_duration("0ms").is_err());
+    }
+
+    #[test]
+    fn a_formatted_duration_reads_back_the_same() {
+        for (ms, text) in [
+            (60_000, "60s"),
+            (1_500, "1500ms"),
+            (3_600_000, "1h"),
+            (300_000, "300s"),
+            (0, "0ms"),
+        ] {
+            assert_eq!(format_duration_ms(ms), text);
+            assert_eq!(parse_duration_ms(text), Ok(ms));
+        }
     }
 
     #[test]

@@ -1,4 +1,5 @@
-//! The admin API: change a tier's limit at run time without a deploy. Served only when
+//! The admin API: change a tier's limit at run time without a deploy, and its candidate (the
+//! routes under `…/candidate`, in [`candidate`](super::candidate)). Served only when
 //! `admin.token` is set, and only to requests carrying `Authorization: Bearer TOKEN` (compared
 //! in constant time). Changes are stored in the backend, so they survive restarts and reach
 //! every daemon sharing it (see [`overrides`](crate::service::overrides)); each is logged with who,
@@ -10,17 +11,18 @@ use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, Request, State};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, put};
+use axum::routing::{get, post, put};
 use http::StatusCode;
-use sluice_api::{OverrideRequest, OverrideView, OverridesResponse, codes};
-use sluice_store::{LimitOverride, StoreError};
+use sluice_api::{
+    CandidateRequest, CandidateRequestView, OverrideRequest, OverrideView, OverridesResponse, codes,
+};
+use sluice_store::{CandidateOverride, LimitOverride};
 use subtle::ConstantTimeEq;
 
-use super::error::parse_json;
-use crate::config::is_valid_name;
+use super::candidate;
+use super::change::{check_names, effective, log_change, refused, request_of, resync, unavailable};
 use crate::service::app::App;
 use crate::service::json::{ApiError, json_response};
-use crate::service::overrides::{self, OverrideError};
 
 /// The admin routes, guarded by `token`.
 pub fn router(app: App, token: std::sync::Arc<str>) -> Router {
@@ -29,6 +31,16 @@ pub fn router(app: App, token: std::sync::Arc<str>) -> Router {
         .route(
             "/v1/admin/policies/{policy}/tiers/{tier}",
             put(set).delete(remove),
+        )
+        .route(
+            "/v1/admin/policies/{policy}/tiers/{tier}/candidate",
+            get(candidate::show)
+                .put(candidate::set)
+                .delete(candidate::remove),
+        )
+        .route(
+            "/v1/admin/policies/{policy}/tiers/{tier}/candidate/promote",
+            post(candidate::promote),
         )
         .route_layer(middleware::from_fn(move |request: Request, next: Next| {
             let token = token.clone();
@@ -70,15 +82,6 @@ fn tokens_match(presented: &str, token: &str) -> bool {
     bool::from(digest(presented).ct_eq(&digest(token)))
 }
 
-/// The backend failed `what` ("store the change", "read the overrides").
-fn unavailable(what: &str, err: &StoreError) -> ApiError {
-    ApiError::new(
-        StatusCode::SERVICE_UNAVAILABLE,
-        codes::BACKEND_UNAVAILABLE,
-        format!("the backend could not {what}: {err}"),
-    )
-}
-
 fn view(o: LimitOverride) -> OverrideView {
     OverrideView {
         policy: o.policy,
@@ -88,60 +91,35 @@ fn view(o: LimitOverride) -> OverrideView {
     }
 }
 
+fn candidate_view(c: CandidateOverride) -> CandidateRequestView {
+    CandidateRequestView {
+        policy: c.policy,
+        tier: c.tier,
+        request: CandidateRequest {
+            limit: c.limit,
+            burst: c.burst,
+            window: c.window,
+            algorithm: c.algorithm,
+        },
+    }
+}
+
 async fn list(State(app): State<App>) -> Result<Response, ApiError> {
-    let (version, all) = app
+    let settings = app
         .overrides
-        .list()
+        .settings()
         .await
         .map_err(|e| unavailable("read the overrides", &e))?;
     let body = OverridesResponse {
-        version,
-        overrides: all.into_iter().map(view).collect(),
+        version: settings.version,
+        overrides: settings.limits.into_iter().map(view).collect(),
+        candidates: settings
+            .candidates
+            .into_iter()
+            .map(candidate_view)
+            .collect(),
     };
     Ok(json_response(StatusCode::OK, &body))
-}
-
-fn check_names(policy: &str, tier: &str) -> Result<(), ApiError> {
-    if !is_valid_name(tier) {
-        return Err(ApiError::bad_request(
-            "tier: 1 to 64 of A-Z a-z 0-9 _ . -",
-            Some("tier".to_owned()),
-        ));
-    }
-    if !is_valid_name(policy) {
-        return Err(unknown_policy(policy));
-    }
-    Ok(())
-}
-
-/// The `(limit, burst)` a caller of `policy` on `tier` is held to right now.
-fn effective(app: &App, policy: &str, tier: &str) -> Option<(u64, u64)> {
-    let policies = app.limiter.policies();
-    let params = policies.get(policy)?.limit_for(Some(tier)).params;
-    Some((params.limit, params.burst))
-}
-
-/// One line an operator reads: `policy=public tier=pro limit 1000→2000 burst 2000→4000`.
-fn log_change(what: &str, policy: &str, tier: &str, before: Option<(u64, u64)>, app: &App) {
-    let after = effective(app, policy, tier);
-    let show = |value: Option<u64>| value.map_or_else(|| "?".to_owned(), |v| v.to_string());
-    tracing::info!(
-        who = "admin-token",
-        "{what}: policy={policy} tier={tier} limit {}→{} burst {}→{}",
-        show(before.map(|b| b.0)),
-        show(after.map(|a| a.0)),
-        show(before.map(|b| b.1)),
-        show(after.map(|a| a.1)),
-    );
-}
-
-fn unknown_policy(policy: &str) -> ApiError {
-    ApiError::new(
-        StatusCode::NOT_FOUND,
-        codes::UNKNOWN_POLICY,
-        format!("unknown policy {policy:?}"),
-    )
-    .field(Some("policy".to_owned()))
 }
 
 async fn set(
@@ -149,34 +127,24 @@ async fn set(
     Path((policy, tier)): Path<(String, String)>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    check_names(&policy, &tier)?;
-    let body = body.map_err(|e| ApiError::bad_request(e.body_text(), None))?;
-    let request: OverrideRequest = parse_json(&body)?;
+    let request: OverrideRequest = request_of((&policy, &tier), body)?;
     let change = LimitOverride {
         policy,
         tier,
         limit: request.limit,
         burst: request.burst,
     };
-    app.limits.validate(&change).map_err(|err| match err {
-        OverrideError::UnknownPolicy(policy) => unknown_policy(&policy),
-        OverrideError::Invalid { field, message } => {
-            ApiError::bad_request(format!("{field}: {message}"), Some(field))
-        }
-    })?;
+    app.limits.validate(&change).map_err(refused)?;
     let before = effective(&app, &change.policy, &change.tier);
     app.overrides
         .put(&change)
         .await
         .map_err(|e| unavailable("store the change", &e))?;
-    // In force here at once; the other daemons follow on their next poll.
-    if let Err(err) = overrides::sync(&app.limits, &*app.overrides, &app.limiter).await {
-        tracing::warn!(error = %err, "override stored but not yet re-read");
-    }
+    resync(&app, "override").await;
     log_change(
         "limit override set",
-        &change.policy,
-        &change.tier,
+        "",
+        (&change.policy, &change.tier),
         before,
         &app,
     );
@@ -201,10 +169,8 @@ async fn remove(
             format!("no override for policy {policy:?} tier {tier:?}"),
         ));
     }
-    if let Err(err) = overrides::sync(&app.limits, &*app.overrides, &app.limiter).await {
-        tracing::warn!(error = %err, "override deleted but not yet re-read");
-    }
-    log_change("limit override removed", &policy, &tier, before, &app);
+    resync(&app, "override deletion").await;
+    log_change("limit override removed", "", (&policy, &tier), before, &app);
     Ok(json_response(
         StatusCode::OK,
         &serde_json::json!({"policy": policy, "tier": tier, "deleted": true}),

@@ -4,7 +4,8 @@
 //! - [`forward_auth`]: `GET /v1/forward-auth/{policy}` for proxies, and [`caller`], who its
 //!   caller is (the trusted identity header or address);
 //! - [`top`]: `GET /v1/top`; [`slo`]: `GET /v1/status`;
-//! - [`admin`]: run-time limit overrides (only with `admin.token`);
+//! - [`admin`]: run-time limit overrides (only with `admin.token`), and [`candidate`], the
+//!   candidate limits set, shown, removed and promoted through it;
 //! - the body and headers of a decision come from [`crate::service::answer`], shared with the
 //!   Envoy RLS and RESP;
 //! - [`error`]: the JSON error shape and body parsing;
@@ -15,6 +16,8 @@
 
 pub mod admin;
 pub mod caller;
+pub mod candidate;
+mod change;
 mod check;
 pub mod error;
 pub mod forward_auth;

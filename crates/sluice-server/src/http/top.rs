@@ -12,7 +12,9 @@ use crate::service::app::App;
 use crate::service::json::{ApiError, json_response};
 use crate::top::{By, MAX_TOP, Period};
 
-/// `GET /v1/top?policy=P&by=rejected|checked&n=20&period=5m|60m`.
+/// `GET /v1/top?policy=P&by=rejected|checked|candidate_rejected&n=20&period=5m|60m`. By
+/// `candidate_rejected`, `rejected`, `ratio`, the total and the error bound of rejections are
+/// the candidate limit's would-be rejections.
 pub(crate) async fn top_keys(
     State(app): State<App>,
     query: Result<Query<HashMap<String, String>>, QueryRejection>,
@@ -25,7 +27,8 @@ pub(crate) async fn top_keys(
     let policy = field("policy").ok_or_else(|| bad("policy", "required"))?;
     let by = match field("by") {
         None => By::Rejected,
-        Some(text) => By::parse(text).ok_or_else(|| bad("by", "must be rejected or checked"))?,
+        Some(text) => By::parse(text)
+            .ok_or_else(|| bad("by", "must be rejected, checked or candidate_rejected"))?,
     };
     let period = match field("period") {
         None => Period::FiveMinutes,

@@ -20,7 +20,7 @@ use async_trait::async_trait;
 use parking_lot::Mutex;
 use sluice_core::{Decision, Params};
 use sluice_store::{
-    BatchObserver, Check, LimitOverride, OverrideStore, Store, StoreError, StoreKind,
+    BatchObserver, Check, OverrideStore, SettingKind, Store, StoreError, StoreKind, StoredSetting,
 };
 
 use crate::config::BackendSettings;
@@ -345,16 +345,21 @@ impl Store for Watched {
 /// nothing about whether checks are answered.
 #[async_trait]
 impl OverrideStore for Watched {
-    async fn put(&self, change: &LimitOverride) -> Result<(), StoreError> {
-        self.overrides().put(change).await
+    async fn put_setting(&self, setting: &StoredSetting) -> Result<(), StoreError> {
+        self.overrides().put_setting(setting).await
     }
 
-    async fn delete(&self, policy: &str, tier: &str) -> Result<bool, StoreError> {
-        self.overrides().delete(policy, tier).await
+    async fn delete_setting(
+        &self,
+        kind: SettingKind,
+        policy: &str,
+        tier: &str,
+    ) -> Result<bool, StoreError> {
+        self.overrides().delete_setting(kind, policy, tier).await
     }
 
-    async fn list(&self) -> Result<(u64, Vec<LimitOverride>), StoreError> {
-        self.overrides().list().await
+    async fn list_settings(&self, kind: SettingKind) -> Result<Vec<StoredSetting>, StoreError> {
+        self.overrides().list_settings(kind).await
     }
 
     async fn version(&self) -> Result<u64, StoreError> {

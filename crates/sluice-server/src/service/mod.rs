@@ -5,7 +5,8 @@
 //!
 //! - [`app`]: [`App`], the state every transport shares, and [`App::reload`].
 //! - [`policy`]: policies compiled for the check path; [`overrides`]: the file's policies
-//!   merged with the run-time overrides, and the loop that keeps them in sync.
+//!   merged with the run-time settings (limit overrides and candidates, applied as [`merge`]
+//!   says), and the loop that keeps them in sync.
 //! - [`stores`]: the stores the settings describe, built from the clients of [`clients`];
 //!   [`health`]: whether a Redis backend's checks get answers.
 //! - [`rls_rules`]: which Envoy descriptors are limited, by which policy and key.
@@ -21,6 +22,7 @@ pub mod compile;
 pub mod health;
 pub mod json;
 pub mod limiter;
+pub mod merge;
 pub mod overrides;
 pub mod policy;
 pub mod rls_rules;

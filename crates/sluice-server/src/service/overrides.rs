@@ -1,26 +1,30 @@
-//! Limits that change at run time without a deploy: the file's policies plus the overrides
-//! stored in the backend (set through the admin API by any daemon sharing it).
+//! Limits that change at run time without a deploy: the file's policies plus the settings
+//! stored in the backend (set through the admin API by any daemon sharing it): limit overrides
+//! and candidate limits.
 //!
-//! The effective policies are always compiled from both: an override replaces one tier's
-//! limit and burst (or adds the tier); the file's policy still decides the algorithm and the
-//! window. Every daemon polls the backend's overrides version every 250 ms and recompiles when
-//! it moved, so a change made on one daemon is in force on every other within a second, and
-//! a daemon that was down or partitioned catches up on its next poll (the version is durable:
-//! no message can be missed). A reload of the file keeps the overrides; counters are kept
-//! through both.
+//! The effective policies are always compiled from both, by the one compile of the file (see
+//! [`merge`](super::merge) for how each setting applies). Every daemon polls the backend's
+//! settings version every 250 ms (one version for both kinds) and recompiles when it moved,
+//! so a change made on one daemon is in force on every other within a second, and a daemon
+//! that was down or partitioned catches up on its next poll (the version is durable: no
+//! message can be missed). A reload of the file keeps the settings; counters are kept through
+//! both. A stored setting that does not fit the file (its tier is gone, its values no longer
+//! compile with the file's) is left out with a log line, not fatal, and applies again once it
+//! fits.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use sluice_store::{LimitOverride, OverrideStore, StoreError};
+use sluice_store::{CandidateOverride, LimitOverride, OverrideStore, Settings, StoreError};
 
-use crate::config::{FieldError, PolicyConfig, TierConfig};
+use super::merge::merged;
+use crate::config::{FieldError, PolicyConfig};
 use crate::service::limiter::Limiter;
-use crate::service::policy::PolicySet;
+use crate::service::policy::{NO_TIER, PolicySet};
 
-/// How often a daemon asks the backend whether the overrides changed.
+/// How often a daemon asks the backend whether the settings changed.
 pub const SYNC_EVERY: Duration = Duration::from_millis(250);
 
 /// The sources of the effective policies.
@@ -32,45 +36,133 @@ pub struct RuntimeLimits {
 #[derive(Debug, Clone)]
 struct Sources {
     file: BTreeMap<String, PolicyConfig>,
-    /// Overrides in force and the backend version they came with (`None`: never synced).
-    overrides: Vec<LimitOverride>,
+    /// Every setting the backend holds, as last read (`version` 0 and empty: never read).
+    stored: Settings,
+    /// The version `stored` was read at; `None`: never synced.
     version: Option<u64>,
+    /// The settings of `stored` in force: those that fit the file.
+    in_force: Settings,
 }
 
 impl Sources {
     fn compile(&self) -> Result<PolicySet, Vec<FieldError>> {
-        PolicySet::compile(&merged(&self.file, &self.overrides))
+        PolicySet::compile(&merged(
+            &self.file,
+            &self.in_force.limits,
+            &self.in_force.candidates,
+        ))
+    }
+
+    /// `self` with `stored` in force, as many of them as fit the file, and the policies they
+    /// compile to; `Err` only when the file itself does not compile.
+    fn fitted(mut self, stored: Settings) -> Result<(Sources, PolicySet), Vec<FieldError>> {
+        self.in_force = stored.clone();
+        self.stored = stored;
+        if let Ok(policies) = self.compile() {
+            return Ok((self, policies));
+        }
+        let every = std::mem::take(&mut self.in_force);
+        let mut policies = self.compile()?;
+        let changes = every
+            .limits
+            .into_iter()
+            .map(Change::Limit)
+            .chain(every.candidates.into_iter().map(Change::Candidate));
+        for change in changes {
+            let mut trial = self.clone();
+            change.clone().apply_to(&mut trial.in_force);
+            match trial.compile() {
+                Ok(fits) => (self, policies) = (trial, fits),
+                Err(errors) => {
+                    let (what, policy, tier) = change.names();
+                    tracing::warn!(
+                        policy,
+                        tier,
+                        "ignoring a stored {what} that does not fit the current config: {}",
+                        joined(&errors)
+                    );
+                }
+            }
+        }
+        Ok((self, policies))
     }
 }
 
-/// The file's policies with each override applied to its tier. Overrides of policies the file
-/// no longer has stay in the backend but apply to nothing.
-fn merged(
-    file: &BTreeMap<String, PolicyConfig>,
-    overrides: &[LimitOverride],
-) -> BTreeMap<String, PolicyConfig> {
-    let mut policies = file.clone();
-    for change in overrides {
-        if let Some(policy) = policies.get_mut(&change.policy) {
-            policy.tiers.insert(
-                change.tier.clone(),
-                TierConfig {
-                    limit: Some(change.limit),
-                    burst: change.burst,
-                },
-            );
+/// One stored setting of either kind.
+#[derive(Debug, Clone)]
+enum Change {
+    Limit(LimitOverride),
+    Candidate(CandidateOverride),
+}
+
+impl Change {
+    /// Puts it among `settings`, replacing the one of its kind of the same (policy, tier).
+    fn apply_to(self, settings: &mut Settings) {
+        match self {
+            Change::Limit(change) => {
+                settings
+                    .limits
+                    .retain(|o| (&o.policy, &o.tier) != (&change.policy, &change.tier));
+                settings.limits.push(change);
+            }
+            Change::Candidate(change) => {
+                settings
+                    .candidates
+                    .retain(|c| (&c.policy, &c.tier) != (&change.policy, &change.tier));
+                settings.candidates.push(change);
+            }
         }
     }
-    policies
+
+    /// What it is, and its policy and tier, for log lines.
+    fn names(&self) -> (&'static str, &str, &str) {
+        match self {
+            Change::Limit(o) => ("limit override", &o.policy, &o.tier),
+            Change::Candidate(c) => ("candidate", &c.policy, &c.tier),
+        }
+    }
 }
 
-/// Why an override was refused.
+fn joined(errors: &[FieldError]) -> String {
+    errors
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// Why a setting was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum OverrideError {
     #[error("unknown policy {0:?}")]
     UnknownPolicy(String),
+    /// A candidate judges a tier the policy has (an override may add tiers).
+    #[error("policy {policy:?} has no tier {tier:?}; its tiers are {}", tiers.join(", "))]
+    UnknownTier {
+        policy: String,
+        tier: String,
+        tiers: Vec<String>,
+    },
     #[error("{field}: {message}")]
     Invalid { field: String, message: String },
+}
+
+/// Where the candidate in force of a (policy, tier) comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CandidateSource {
+    /// Set through the admin API.
+    Admin,
+    /// The config file's `[policies.NAME.candidate]`.
+    File,
+}
+
+impl CandidateSource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CandidateSource::Admin => sluice_api::sources::ADMIN,
+            CandidateSource::File => sluice_api::sources::FILE,
+        }
+    }
 }
 
 impl RuntimeLimits {
@@ -78,14 +170,15 @@ impl RuntimeLimits {
         RuntimeLimits {
             state: Mutex::new(Sources {
                 file,
-                overrides: Vec::new(),
+                stored: Settings::default(),
                 version: None,
+                in_force: Settings::default(),
             }),
         }
     }
 
-    /// Replaces the file's policies (a reload), keeping the overrides. The caller swaps the
-    /// returned set in.
+    /// Replaces the file's policies (a reload), keeping the stored settings (those that fit
+    /// the new file are in force). The caller swaps the returned set in.
     pub fn replace_file(
         &self,
         file: BTreeMap<String, PolicyConfig>,
@@ -95,87 +188,124 @@ impl RuntimeLimits {
             file,
             ..state.clone()
         };
-        let policies = next.compile()?;
+        let stored = next.stored.clone();
+        let (next, policies) = next.fitted(stored)?;
         *state = next;
         Ok(policies)
     }
 
-    /// Checks that `change` would compile, naming the bad field (`limit` or `burst`).
+    /// Checks that `change` would compile with the file and the settings in force, naming
+    /// the bad field (`limit` or `burst`).
     pub fn validate(&self, change: &LimitOverride) -> Result<(), OverrideError> {
+        self.validate_change(Change::Limit(change.clone()))
+    }
+
+    /// Checks that `candidate` judges a tier its policy has (`none`, a tier of the file or
+    /// one an override added) and would compile, naming the bad field (`limit`, `burst`,
+    /// `window` or `algorithm`).
+    pub fn validate_candidate(&self, candidate: &CandidateOverride) -> Result<(), OverrideError> {
+        self.check_tier(&candidate.policy, &candidate.tier)?;
+        self.validate_change(Change::Candidate(candidate.clone()))
+    }
+
+    /// Whether `policy` has `tier` (`none`, a tier of the file, or one an override added);
+    /// else the error naming the tiers it has.
+    pub fn check_tier(&self, policy: &str, tier: &str) -> Result<(), OverrideError> {
         let state = self.state.lock();
-        if !state.file.contains_key(&change.policy) {
-            return Err(OverrideError::UnknownPolicy(change.policy.clone()));
+        let policies = merged(&state.file, &state.in_force.limits, &[]);
+        let config = policies
+            .get(policy)
+            .ok_or_else(|| OverrideError::UnknownPolicy(policy.to_owned()))?;
+        if tier == NO_TIER || config.tiers.contains_key(tier) {
+            return Ok(());
         }
-        let mut overrides = state.overrides.clone();
-        overrides.retain(|o| (&o.policy, &o.tier) != (&change.policy, &change.tier));
-        overrides.push(change.clone());
-        let candidate = Sources {
-            overrides,
-            ..state.clone()
-        };
-        candidate.compile().map(drop).map_err(|errors| {
+        Err(OverrideError::UnknownTier {
+            policy: policy.to_owned(),
+            tier: tier.to_owned(),
+            tiers: std::iter::once(NO_TIER.to_owned())
+                .chain(config.tiers.keys().cloned())
+                .collect(),
+        })
+    }
+
+    fn validate_change(&self, change: Change) -> Result<(), OverrideError> {
+        let state = self.state.lock();
+        let (_, policy, _) = change.names();
+        if !state.file.contains_key(policy) {
+            return Err(OverrideError::UnknownPolicy(policy.to_owned()));
+        }
+        let mut trial = state.clone();
+        change.apply_to(&mut trial.in_force);
+        // The settings in force compile with the file, so whatever fails is the change's.
+        trial.compile().map(drop).map_err(|errors| {
             let first = errors.into_iter().next();
             let (path, message) = first.map_or_else(
                 || (String::new(), "invalid".to_owned()),
                 |e| (e.field, e.message),
             );
-            let field = if path.ends_with(".burst") {
-                "burst"
-            } else {
-                "limit"
-            };
             OverrideError::Invalid {
-                field: field.to_owned(),
+                field: request_field(&path).to_owned(),
                 message,
             }
         })
     }
 
-    /// Takes the backend's overrides at `version`; `Some` policies to swap in when anything
-    /// changed. An override that no longer compiles (the file changed under it) is skipped
-    /// with a log line rather than blocking every other one.
-    fn adopt(&self, version: u64, overrides: Vec<LimitOverride>) -> Option<PolicySet> {
+    /// The run-time candidate of (policy, tier) in force, if any.
+    pub fn admin_candidate(&self, policy: &str, tier: &str) -> Option<CandidateOverride> {
+        let state = self.state.lock();
+        state
+            .in_force
+            .candidates
+            .iter()
+            .find(|c| c.policy == policy && c.tier == tier)
+            .cloned()
+    }
+
+    /// Where the candidate in force of (policy, tier) comes from, given that it has one: the
+    /// admin API's when one is in force, else the file's.
+    pub fn candidate_source(&self, policy: &str, tier: &str) -> CandidateSource {
+        match self.admin_candidate(policy, tier) {
+            Some(_) => CandidateSource::Admin,
+            None => CandidateSource::File,
+        }
+    }
+
+    /// Takes the backend's settings; `Some` policies to swap in when anything changed.
+    fn adopt(&self, stored: Settings) -> Option<PolicySet> {
         let mut state = self.state.lock();
-        if state.overrides == overrides {
+        let version = stored.version;
+        let unchanged = Settings {
+            version: state.stored.version,
+            ..stored.clone()
+        };
+        if state.stored == unchanged {
             // The version moves on every write, a delete of nothing included: nothing to
             // compile, nothing to announce.
             state.version = Some(version);
+            state.stored.version = version;
             return None;
         }
-        let mut accepted: Vec<LimitOverride> = Vec::with_capacity(overrides.len());
-        for change in overrides {
-            let mut trial = accepted.clone();
-            trial.push(change.clone());
-            let candidate = Sources {
-                overrides: trial,
-                ..state.clone()
-            };
-            match candidate.compile() {
-                Ok(_) => accepted.push(change),
-                Err(errors) => tracing::warn!(
-                    policy = %change.policy,
-                    tier = %change.tier,
-                    "ignoring a stored override that does not fit the current config: {}",
-                    errors
-                        .iter()
-                        .map(ToString::to_string)
-                        .collect::<Vec<_>>()
-                        .join("; ")
-                ),
-            }
-        }
         let next = Sources {
-            overrides: accepted,
             version: Some(version),
             ..state.clone()
         };
-        let policies = next.compile().ok()?;
+        // The file compiled when it was taken, so this cannot fail; keep the state if it does.
+        let (next, policies) = next.fitted(stored).ok()?;
         *state = next;
         Some(policies)
     }
 }
 
-/// Brings `limits` and the policies of `limiter` up to the backend's overrides when their
+/// The field of a request body that a compile error at config `path` is about: its last
+/// segment when that is one of a setting's fields, else `limit`.
+fn request_field(path: &str) -> &str {
+    match path.rsplit('.').next() {
+        Some(field @ ("burst" | "window" | "algorithm")) => field,
+        _ => "limit",
+    }
+}
+
+/// Brings `limits` and the policies of `limiter` up to the backend's settings when their
 /// version moved.
 pub async fn sync(
     limits: &RuntimeLimits,
@@ -186,10 +316,11 @@ pub async fn sync(
     if limits.state.lock().version == Some(version) {
         return Ok(());
     }
-    let (version, overrides) = store.list().await?;
-    if let Some(policies) = limits.adopt(version, overrides) {
+    let settings = store.settings().await?;
+    let version = settings.version;
+    if let Some(policies) = limits.adopt(settings) {
         limiter.replace_policies(policies);
-        tracing::info!(version, "limit overrides applied");
+        tracing::info!(version, "run-time limits and candidates applied");
     }
     Ok(())
 }
@@ -209,7 +340,7 @@ pub async fn sync_loop(
             _ = &mut stop => return,
             _ = ticks.tick() => {
                 if let Err(err) = sync(&limits, &*store, &limiter).await {
-                    tracing::debug!(error = %err, "could not read limit overrides");
+                    tracing::debug!(error = %err, "could not read the run-time settings");
                 }
             }
         }
@@ -236,6 +367,22 @@ mod tests {
         }
     }
 
+    fn candidate(tier: &str, limit: u64) -> CandidateOverride {
+        CandidateOverride::new("public", tier, limit)
+    }
+
+    fn stored(
+        version: u64,
+        limits: Vec<LimitOverride>,
+        candidates: Vec<CandidateOverride>,
+    ) -> Settings {
+        Settings {
+            version,
+            limits,
+            candidates,
+        }
+    }
+
     fn limit_of(set: &PolicySet, tier: &str) -> (u64, u64) {
         let params = set.get("public").unwrap().limit_for(Some(tier)).params;
         (params.limit, params.burst)
@@ -244,18 +391,16 @@ mod tests {
     #[test]
     fn an_override_replaces_or_adds_a_tier_and_survives_a_file_reload() {
         let limits = RuntimeLimits::new(file(100));
-        let set = limits
-            .adopt(1, vec![change("pro", 7, Some(9)), change("gold", 50, None)])
-            .unwrap();
+        let both = vec![change("pro", 7, Some(9)), change("gold", 50, None)];
+        let set = limits.adopt(stored(1, both.clone(), vec![])).unwrap();
         assert_eq!(limit_of(&set, "pro"), (7, 9));
         assert_eq!(
             limit_of(&set, "gold"),
             (50, 50),
             "burst defaults to the tier's limit"
         );
-        let same = vec![change("pro", 7, Some(9)), change("gold", 50, None)];
         assert!(
-            limits.adopt(1, same).is_none(),
+            limits.adopt(stored(2, both, vec![])).is_none(),
             "nothing changed, nothing to swap"
         );
 
@@ -293,12 +438,113 @@ mod tests {
     }
 
     #[test]
-    fn a_stored_override_that_no_longer_fits_is_skipped_not_fatal() {
+    fn a_stored_setting_that_no_longer_fits_is_skipped_not_fatal() {
         let limits = RuntimeLimits::new(file(100));
         let set = limits
-            .adopt(3, vec![change("pro", 0, None), change("gold", 5, None)])
+            .adopt(stored(
+                3,
+                vec![change("pro", 0, None), change("gold", 5, None)],
+                vec![candidate("pro", 0), candidate("none", 150)],
+            ))
             .unwrap();
         assert_eq!(limit_of(&set, "pro"), (1000, 1000), "the file's tier stays");
         assert_eq!(limit_of(&set, "gold"), (5, 5));
+        let public = set.get("public").unwrap();
+        assert_eq!(public.limit_for(Some("pro")).candidate, None);
+        assert_eq!(public.base.candidate.map(|c| c.limit), Some(150));
+        assert_eq!(
+            limits.candidate_source("public", "none"),
+            CandidateSource::Admin
+        );
+        assert_eq!(
+            limits.admin_candidate("public", "pro"),
+            None,
+            "a skipped candidate is not in force"
+        );
+    }
+
+    #[test]
+    fn candidates_judge_the_tiers_the_policy_has_and_name_their_bad_field() {
+        let limits = RuntimeLimits::new(file(100));
+        assert_eq!(limits.validate_candidate(&candidate("none", 150)), Ok(()));
+        assert_eq!(limits.validate_candidate(&candidate("pro", 1500)), Ok(()));
+        let err = limits
+            .validate_candidate(&candidate("gold", 5))
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "policy \"public\" has no tier \"gold\"; its tiers are none, pro"
+        );
+        // An override that adds the tier makes it one the candidate may judge.
+        limits
+            .adopt(stored(1, vec![change("gold", 50, None)], vec![]))
+            .unwrap();
+        assert_eq!(limits.validate_candidate(&candidate("gold", 60)), Ok(()));
+
+        for (bad, field) in [
+            (candidate("pro", 0), "limit"),
+            (
+                CandidateOverride {
+                    burst: Some(0),
+                    ..candidate("pro", 5)
+                },
+                "burst",
+            ),
+            (
+                CandidateOverride {
+                    window: Some("soon".into()),
+                    ..candidate("none", 5)
+                },
+                "window",
+            ),
+            (
+                CandidateOverride {
+                    algorithm: Some("fixed".into()),
+                    ..candidate("none", 5)
+                },
+                "algorithm",
+            ),
+        ] {
+            let err = limits.validate_candidate(&bad).unwrap_err();
+            assert!(
+                matches!(err, OverrideError::Invalid { field: ref f, .. } if f == field),
+                "{bad:?}: {err:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_reload_keeps_run_time_candidates_and_a_stored_one_applies_once_it_fits() {
+        let limits = RuntimeLimits::new(file(100));
+        let set = limits
+            .adopt(stored(
+                1,
+                vec![],
+                vec![candidate("none", 150), candidate("gold", 60)],
+            ))
+            .unwrap();
+        let public = set.get("public").unwrap();
+        assert_eq!(public.base.candidate.unwrap().limit, 150);
+        assert!(!public.tiers.contains_key("gold"), "no tier gold to judge");
+
+        let mut with_gold = file(120);
+        let gold = crate::config::TierConfig {
+            limit: Some(50),
+            burst: None,
+        };
+        with_gold
+            .get_mut("public")
+            .unwrap()
+            .tiers
+            .insert("gold".into(), gold);
+        let reloaded = limits.replace_file(with_gold).unwrap();
+        let public = reloaded.get("public").unwrap();
+        assert_eq!(public.base.params.limit, 120);
+        assert_eq!(public.base.candidate.unwrap().limit, 150, "kept");
+        assert_eq!(
+            public.limit_for(Some("gold")).candidate.map(|c| c.limit),
+            Some(60),
+            "the stored candidate applies once its tier is there"
+        );
     }
 }

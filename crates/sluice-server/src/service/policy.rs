@@ -8,11 +8,11 @@ use std::sync::Arc;
 use ahash::RandomState;
 
 use http::HeaderValue;
-use sluice_api::{LimitView, PoliciesResponse, PolicyView};
+use sluice_api::{LimitView, ParamsView, PoliciesResponse, PolicyView};
 use sluice_core::{Algorithm, Params};
 
 use crate::config::error::FieldError;
-use crate::config::parse::{is_valid_name, parse_duration_ms};
+use crate::config::parse::{format_duration_ms, is_valid_name, parse_duration_ms};
 use crate::config::schema::{CandidateConfig, PolicyConfig};
 pub use crate::metrics::NO_TIER;
 use crate::metrics::PolicyMeters;
@@ -111,6 +111,9 @@ pub struct Policy {
     /// `lease = "auto"`: leases and the denied cache may answer this policy's checks (on the
     /// Redis backends, `scope = "local"`, not shadow: see the limiter's `local` module).
     pub lease: bool,
+    /// Some tier (or the base limit) has a candidate: then no check of the policy is answered
+    /// from leases or the denied cache, so every check of a candidate's tier is judged.
+    pub has_candidate: bool,
 }
 
 /// Label of a tier or endpoint the config does not name.
@@ -121,6 +124,16 @@ impl Policy {
     pub fn limit_for(&self, tier: Option<&str>) -> &Arc<Limit> {
         tier.and_then(|tier| self.tiers.get(tier))
             .unwrap_or(&self.base)
+    }
+
+    /// The limit of the tier named `tier` exactly (`none`: the policy's own limit); `None`
+    /// for a tier the policy does not have. The admin API's view of tiers.
+    pub fn named_tier(&self, tier: &str) -> Option<&Arc<Limit>> {
+        if tier == NO_TIER {
+            Some(&self.base)
+        } else {
+            self.tiers.get(tier)
+        }
     }
 
     /// The limit for `tier` with the slot of its `plan_tier` label: an absent tier is
@@ -243,6 +256,7 @@ impl PolicySet {
                                 limit: limit.params.limit,
                                 window_ms: limit.params.window_ms,
                                 burst: limit.params.burst,
+                                candidate: limit.candidate.as_ref().map(params_view),
                             },
                         )
                     })
@@ -257,11 +271,23 @@ impl PolicySet {
                     shadow: policy.shadow,
                     tiers,
                     scope: policy.scope.as_str().to_owned(),
+                    candidate: policy.base.candidate.as_ref().map(params_view),
                 };
                 (policy.name.to_string(), view)
             })
             .collect();
         PoliciesResponse { policies }
+    }
+}
+
+/// Every parameter of a limit, as the API shows it.
+pub fn params_view(params: &Params) -> ParamsView {
+    ParamsView {
+        algorithm: params.algorithm.as_str().to_owned(),
+        limit: params.limit,
+        window: format_duration_ms(params.window_ms),
+        window_ms: params.window_ms,
+        burst: params.burst,
     }
 }
 
@@ -329,6 +355,8 @@ fn compile_policy(
     if errors.len() > before {
         return None;
     }
+    let has_candidate =
+        base.candidate.is_some() || tiers.values().any(|limit| limit.candidate.is_some());
     Some(Policy {
         name: name.into(),
         window: config.window.clone().unwrap_or_default(),
@@ -352,6 +380,7 @@ fn compile_policy(
         scope,
         replication,
         lease,
+        has_candidate,
     })
 }
 
@@ -454,6 +483,13 @@ fn check_labels(name: &str, config: &PolicyConfig, errors: &mut Vec<FieldError>)
                 field(name, &format!("tiers.{tier}")),
                 "a tier name is 1 to 64 of A-Z a-z 0-9 _ . -",
             ));
+        } else if matches!(tier.as_str(), NO_TIER | OTHER) {
+            // `none` and `other` are `plan_tier` labels of their own (no tier, a tier the
+            // policy does not name), and `none` is the policy's own limit in the admin API.
+            errors.push(FieldError::new(
+                field(name, &format!("tiers.{tier}")),
+                "none and other are reserved: none is the policy's own limit, other the label of tiers a policy does not name",
+            ));
         }
         if tier_config.limit == Some(0) {
             errors.push(FieldError::new(
@@ -552,7 +588,7 @@ fn compile_candidates(
     let mut out = Candidates::default();
     if let Some(limit) = candidate.limit {
         out.base = candidate_params(
-            &at("limit"),
+            &field(name, "candidate"),
             algorithm,
             limit,
             window_ms,
@@ -600,7 +636,7 @@ fn compile_candidates(
             errors,
         );
         if let Some(params) = candidate_params(
-            &at("limit"),
+            &field(name, &format!("candidate.tiers.{tier}")),
             algorithm,
             limit,
             window_ms,
@@ -656,7 +692,8 @@ fn compile_candidate_window(
     }
 }
 
-/// One candidate's parameters, validated as a policy's are (errors name `at`).
+/// One candidate's parameters, validated as a policy's are. Errors name the field under `at`
+/// (`policies.public.candidate`) that is to blame: `burst` for a zero burst, else `limit`.
 fn candidate_params(
     at: &str,
     algorithm: Algorithm,
@@ -674,7 +711,11 @@ fn candidate_params(
     match params.validate() {
         Ok(()) => Some(params),
         Err(why) => {
-            errors.push(FieldError::new(at, why.to_string()));
+            let key = match why {
+                sluice_core::ParamsError::ZeroBurst => "burst",
+                _ => "limit",
+            };
+            errors.push(FieldError::new(format!("{at}.{key}"), why.to_string()));
             None
         }
     }

@@ -16,6 +16,11 @@
 //! (the memory of one unstriped sketch; with keys spread evenly, its error bound too), and a
 //! query combines the stripes' answers. Memory per policy: about 620 KiB plus the candidate
 //! keys (at most 17 x 2 x 256 keys of at most 512 bytes).
+//!
+//! A policy with a candidate limit also counts the checks its candidate would have rejected
+//! (`by=candidate_rejected`): a third sketch and list per slot, made the first time a slot
+//! meets such a check, so a policy without a candidate holds no more than before (with one:
+//! about 270 KiB more, and at most 17 x 256 more keys).
 
 mod count_min;
 mod distinct;
@@ -76,6 +81,8 @@ impl Period {
 pub enum By {
     Rejected,
     Checked,
+    /// The checks the (policy, tier)'s candidate limit would have rejected.
+    CandidateRejected,
 }
 
 impl By {
@@ -83,6 +90,7 @@ impl By {
         match text {
             "rejected" => Some(By::Rejected),
             "checked" => Some(By::Checked),
+            "candidate_rejected" => Some(By::CandidateRejected),
             _ => None,
         }
     }
@@ -91,6 +99,7 @@ impl By {
         match self {
             By::Rejected => "rejected",
             By::Checked => "checked",
+            By::CandidateRejected => "candidate_rejected",
         }
     }
 }
@@ -99,6 +108,7 @@ impl By {
 #[derive(Debug, Clone, PartialEq)]
 pub struct TopEntry {
     pub key: String,
+    /// Rejections; by [`By::CandidateRejected`], the candidate's would-be rejections.
     pub rejected: u64,
     pub checked: u64,
     pub ratio: f64,
@@ -108,7 +118,8 @@ pub struct TopEntry {
 #[derive(Debug, Clone, PartialEq)]
 pub struct TopReport {
     pub entries: Vec<TopEntry>,
-    /// Checks and rejections counted in the period.
+    /// Checks and rejections (by [`By::CandidateRejected`], the candidate's) counted in the
+    /// period.
     pub total_checked: u64,
     pub total_rejected: u64,
     /// Each count may exceed the truth by at most this much (with probability 98%).
@@ -166,6 +177,25 @@ struct Slot {
     rejected: CountMin,
     top_checked: Candidates,
     top_rejected: Candidates,
+    /// The candidate limit's would-be rejections: made when the slot first meets one, kept
+    /// (cleared) across spans after that.
+    judged: Option<Box<Judged>>,
+}
+
+/// A slot's count of the checks a candidate limit would have rejected.
+#[derive(Debug, Default)]
+struct Judged {
+    rejected: CountMin,
+    top_rejected: Candidates,
+}
+
+/// Whether a check was judged against a candidate limit, and what it would have answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Judgement {
+    /// No candidate, or one that would have allowed.
+    None,
+    /// A candidate that would have rejected.
+    Rejected,
 }
 
 impl Slot {
@@ -178,16 +208,36 @@ impl Slot {
             self.rejected.clear();
             self.top_checked.clear();
             self.top_rejected.clear();
+            if let Some(judged) = &mut self.judged {
+                judged.rejected.clear();
+                judged.top_rejected.clear();
+            }
         }
         id == self.id
     }
 
-    fn record(&mut self, hash: u64, cells: &Cells, key: &str, denied: bool) {
+    fn record(&mut self, hash: u64, cells: &Cells, key: &str, denied: bool, judged: Judgement) {
         let checked = self.checked.add(cells, 1);
         self.top_checked.offer(hash, key, checked);
         if denied {
             let rejected = self.rejected.add(cells, 1);
             self.top_rejected.offer(hash, key, rejected);
+        }
+        if judged == Judgement::Rejected {
+            let judged = self.judged.get_or_insert_default();
+            let rejected = judged.rejected.add(cells, 1);
+            judged.top_rejected.offer(hash, key, rejected);
+        }
+    }
+
+    /// The sketch and the keys of the rejections `by` ranks (`None`: none counted here).
+    fn rejections(&self, by: By) -> Option<(&CountMin, &Candidates)> {
+        match by {
+            By::CandidateRejected => self
+                .judged
+                .as_deref()
+                .map(|j| (&j.rejected, &j.top_rejected)),
+            By::Rejected | By::Checked => Some((&self.rejected, &self.top_rejected)),
         }
     }
 }
@@ -218,17 +268,19 @@ impl Default for PolicyHistory {
 }
 
 impl PolicyHistory {
-    fn record(&mut self, hash: u64, key: &str, denied: bool, now_ms: u64) {
+    /// Inlined into each caller, so a check without a candidate pays no test of `judged`.
+    #[inline(always)]
+    fn record(&mut self, hash: u64, key: &str, denied: bool, judged: Judgement, now_ms: u64) {
         let minute = now_ms / MINUTE_MS;
         let five = now_ms / FIVE_MINUTES_MS;
         let cells = Cells::of(hash);
         let slot = &mut self.minutes[(minute % MINUTE_SLOTS as u64) as usize];
         if slot.roll(minute) {
-            slot.record(hash, &cells, key, denied);
+            slot.record(hash, &cells, key, denied, judged);
         }
         let slot = &mut self.five_minutes[(five % FIVE_MINUTE_SLOTS as u64) as usize];
         if slot.roll(five) {
-            slot.record(hash, &cells, key, denied);
+            slot.record(hash, &cells, key, denied, judged);
         }
         let slot = &mut self.distinct[(minute % MINUTE_SLOTS as u64) as usize];
         if minute > slot.id {
@@ -267,10 +319,14 @@ impl PolicyHistory {
         let mut candidates: HashMap<u64, &str> = HashMap::new();
         for slot in self.slots(period, now_ms) {
             checked.merge(&slot.checked);
-            rejected.merge(&slot.rejected);
-            let list = match by {
-                By::Checked => &slot.top_checked,
-                By::Rejected => &slot.top_rejected,
+            let rejections = slot.rejections(by);
+            if let Some((sketch, _)) = rejections {
+                rejected.merge(sketch);
+            }
+            let list = match (by, rejections) {
+                (By::Checked, _) => &slot.top_checked,
+                (_, Some((_, list))) => list,
+                (_, None) => continue,
             };
             for (hash, key, _) in &list.entries {
                 candidates.insert(*hash, key);
@@ -324,7 +380,18 @@ impl PolicyHistory {
             .chain(&self.five_minutes)
             .map(|s| s.top_checked.heap_bytes() + s.top_rejected.heap_bytes())
             .sum();
-        sketches + distinct + keys
+        let judged: usize = self
+            .minutes
+            .iter()
+            .chain(&self.five_minutes)
+            .filter_map(|s| s.judged.as_deref())
+            .map(|j| {
+                std::mem::size_of::<Judged>()
+                    + count_min::WIDTH * count_min::DEPTH * 4
+                    + j.top_rejected.heap_bytes()
+            })
+            .sum();
+        sketches + distinct + keys + judged
     }
 }
 
@@ -374,7 +441,7 @@ impl PolicyTop {
         report.entries.sort_by(|a, b| {
             let (x, y) = match by {
                 By::Checked => (a.checked, b.checked),
-                By::Rejected => (a.rejected, b.rejected),
+                By::Rejected | By::CandidateRejected => (a.rejected, b.rejected),
             };
             y.cmp(&x).then_with(|| a.key.cmp(&b.key))
         });
@@ -446,12 +513,35 @@ impl TopKeys {
 
     /// Counts one decided check.
     pub fn record(&self, policy: &str, key: &str, denied: bool, now_ms: u64) {
+        self.record_judged(policy, key, denied, Judgement::None, now_ms);
+    }
+
+    /// Counts one decided check that was also judged against a candidate limit, which would
+    /// have rejected it when `candidate_denied`.
+    pub fn record_with_candidate(
+        &self,
+        policy: &str,
+        key: &str,
+        denied: bool,
+        candidate_denied: bool,
+        now_ms: u64,
+    ) {
+        let judged = if candidate_denied {
+            Judgement::Rejected
+        } else {
+            Judgement::None
+        };
+        self.record_judged(policy, key, denied, judged, now_ms);
+    }
+
+    #[inline(always)]
+    fn record_judged(&self, policy: &str, key: &str, denied: bool, judged: Judgement, now_ms: u64) {
         if let Some(history) = self.policies.load().get(policy) {
             let hash = self.hasher.hash_one(key);
             history
                 .stripe(hash)
                 .lock()
-                .record(hash, key, denied, now_ms);
+                .record(hash, key, denied, judged, now_ms);
         }
     }
 

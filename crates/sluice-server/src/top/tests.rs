@@ -46,18 +46,21 @@ fn tracker() -> TopKeys {
 fn the_top_of_a_zipf_stream_is_right_within_the_stated_bound() {
     let top = tracker();
     let mut zipf = Zipf::new(10_000, 1.1);
-    let mut truth: HashMap<String, (u64, u64)> = HashMap::new();
+    let mut truth: HashMap<String, (u64, u64, u64)> = HashMap::new();
     for i in 0..200_000u64 {
         let rank = zipf.next();
         let key = format!("user:{rank}");
-        // Every third check of a key is denied: rejections follow the same skew.
+        // Every third check of a key is denied, and every fifth would be by the candidate:
+        // rejections follow the same skew.
         let denied = i % 3 == 0;
-        top.record("p", &key, denied, T0 + i % 50_000);
+        let candidate_denied = i % 5 == 0;
+        top.record_with_candidate("p", &key, denied, candidate_denied, T0 + i % 50_000);
         let t = truth.entry(key).or_default();
         t.0 += 1;
         t.1 += u64::from(denied);
+        t.2 += u64::from(candidate_denied);
     }
-    for by in [By::Checked, By::Rejected] {
+    for by in [By::Checked, By::Rejected, By::CandidateRejected] {
         let report = top
             .top("p", Period::FiveMinutes, by, 10, T0 + 60_000)
             .unwrap();
@@ -65,17 +68,21 @@ fn the_top_of_a_zipf_stream_is_right_within_the_stated_bound() {
         assert_eq!(report.entries.len(), 10);
         let bound = match by {
             By::Checked => report.error_checked,
-            By::Rejected => report.error_rejected,
+            By::Rejected | By::CandidateRejected => report.error_rejected,
         };
-        let pick = |t: &(u64, u64)| match by {
+        let pick = |t: &(u64, u64, u64)| match by {
             By::Checked => t.0,
             By::Rejected => t.1,
+            By::CandidateRejected => t.2,
         };
+        if by == By::CandidateRejected {
+            assert_eq!(report.total_rejected, 40_000);
+        }
         for entry in &report.entries {
             let t = truth[&entry.key];
             let (got, real) = match by {
                 By::Checked => (entry.checked, t.0),
-                By::Rejected => (entry.rejected, t.1),
+                By::Rejected | By::CandidateRejected => (entry.rejected, pick(&t)),
             };
             assert!(
                 got >= real && got <= real + bound,
@@ -111,6 +118,38 @@ fn memory_stays_fixed_with_a_million_distinct_keys() {
         "{after_10k} -> {after_1m}"
     );
     assert!(after_1m < 2 << 20, "{after_1m} bytes for one policy");
+}
+
+#[test]
+fn a_candidates_rejections_add_one_bounded_sketch_a_slot() {
+    let (plain, judged) = (tracker(), tracker());
+    for i in 0..1_000_000u64 {
+        let key = format!("user:{i:08}");
+        plain.record("p", &key, false, T0);
+        judged.record_with_candidate("p", &key, false, true, T0);
+    }
+    let (without, with) = (
+        plain.heap_bytes("p").unwrap(),
+        judged.heap_bytes("p").unwrap(),
+    );
+    // One minute slot and one 5-minute slot of each of the 8 stripes: 16 sketches of 2 KiB,
+    // and their kept keys (32 of 14 bytes, in entries of 32).
+    let most = 16 * (std::mem::size_of::<Judged>() + 2048 + 32 * (32 + 14));
+    assert!(
+        with - without <= most,
+        "{without} -> {with}, at most {most} more"
+    );
+    let report = judged
+        .top("p", Period::FiveMinutes, By::CandidateRejected, 5, T0)
+        .unwrap();
+    assert_eq!(report.total_rejected, 1_000_000);
+    assert_eq!(report.entries.len(), 5);
+    // Checks without a candidate count nothing there.
+    let none = plain
+        .top("p", Period::FiveMinutes, By::CandidateRejected, 5, T0)
+        .unwrap();
+    assert_eq!((none.total_checked, none.total_rejected), (1_000_000, 0));
+    assert!(none.entries.is_empty());
 }
 
 #[test]

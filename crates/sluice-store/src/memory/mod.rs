@@ -12,7 +12,7 @@
 //! - `shard.rs`: a shard, the key tables of its policies;
 //! - `eviction.rs`: which key a full shard forgets;
 //! - `batch.rs`: an all-or-nothing batch over several shards;
-//! - `overrides.rs`: the run-time limit overrides.
+//! - `overrides.rs`: the run-time settings (limit overrides and candidates).
 
 mod batch;
 mod eviction;
@@ -33,7 +33,7 @@ use sluice_core::{Decision, State};
 use self::keys::{Expiry, hash_of};
 use self::overrides::Overrides;
 use self::shard::Shard;
-use crate::{Check, LimitOverride, OverrideStore, Store, StoreError, StoreKind};
+use crate::{Check, OverrideStore, SettingKind, Store, StoreError, StoreKind, StoredSetting};
 
 /// Sizing of a [`MemoryStore`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,7 +67,7 @@ pub struct MemoryStore {
     grace_ms: u64,
     hasher: RandomState,
     keys: AtomicU64,
-    /// Run-time overrides and their version (one daemon: nobody else to tell).
+    /// Run-time settings and their version (one daemon: nobody else to tell).
     overrides: Mutex<Overrides>,
 }
 
@@ -202,18 +202,22 @@ impl Store for MemoryStore {
 
 #[async_trait]
 impl OverrideStore for MemoryStore {
-    async fn put(&self, change: &LimitOverride) -> Result<(), StoreError> {
-        self.overrides.lock().put(change);
+    async fn put_setting(&self, setting: &StoredSetting) -> Result<(), StoreError> {
+        self.overrides.lock().put(setting);
         Ok(())
     }
 
-    async fn delete(&self, policy: &str, tier: &str) -> Result<bool, StoreError> {
-        Ok(self.overrides.lock().delete(policy, tier))
+    async fn delete_setting(
+        &self,
+        kind: SettingKind,
+        policy: &str,
+        tier: &str,
+    ) -> Result<bool, StoreError> {
+        Ok(self.overrides.lock().delete(kind, policy, tier))
     }
 
-    async fn list(&self) -> Result<(u64, Vec<LimitOverride>), StoreError> {
-        let overrides = self.overrides.lock();
-        Ok((overrides.version, overrides.list()))
+    async fn list_settings(&self, kind: SettingKind) -> Result<Vec<StoredSetting>, StoreError> {
+        Ok(self.overrides.lock().list(kind))
     }
 
     async fn version(&self) -> Result<u64, StoreError> {

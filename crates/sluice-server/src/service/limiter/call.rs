@@ -1,11 +1,12 @@
 //! The store call of a check or a batch: routed by scope, bounded where the store does not
 //! bound its own calls, under its own span, and on this region's Redis timed in
-//! `rate_limit_redis_duration_seconds`.
+//! `rate_limit_redis_duration_seconds`. A check judged against a candidate limit makes the
+//! same one call, in the store's candidate form.
 
 use std::time::Instant;
 
-use sluice_core::Decision;
-use sluice_store::{Check, StoreError};
+use sluice_core::{Decision, Params};
+use sluice_store::{Check, Store, StoreError};
 use tracing::Span;
 
 use super::{Limiter, Route, within};
@@ -25,21 +26,36 @@ impl Limiter {
         now_ms: u64,
         span: &Span,
     ) -> Result<Decision, StoreError> {
-        let Route {
-            store,
-            bound,
-            timed_as: redis,
-        } = self.route(scope)?;
         let op = check.params.algorithm.as_str();
-        let child = telemetry::backend_span(span, store.kind().as_str(), op);
-        if let Some(result) = store.check_now(check, now_ms) {
-            self.backend_call_done(&child, redis, op, None, result.as_ref().err());
-            return result;
-        }
-        let started = redis.map(|_| Instant::now());
-        let result = within(bound, store.check(check, now_ms)).await;
-        self.backend_call_done(&child, redis, op, started, result.as_ref().err());
-        result
+        self.store_call(
+            self.route(scope)?,
+            op,
+            span,
+            |store| store.check_now(check, now_ms),
+            |store| store.check(check, now_ms),
+        )
+        .await
+    }
+
+    /// [`Limiter::call_store_one`] for a check judged beside `candidate`: its decision and the
+    /// candidate's, from one call.
+    pub(super) async fn call_store_one_judged(
+        &self,
+        check: &Check<'_>,
+        candidate: &Params,
+        scope: Scope,
+        now_ms: u64,
+        span: &Span,
+    ) -> Result<(Decision, Decision), StoreError> {
+        let op = check.params.algorithm.as_str();
+        self.store_call(
+            self.route(scope)?,
+            op,
+            span,
+            |store| store.check_with_candidate_now(check, candidate, now_ms),
+            |store| store.check_with_candidate(check, candidate, now_ms),
+        )
+        .await
     }
 
     /// The store call of a batch, under its own span and, on Redis, timed.
@@ -50,15 +66,62 @@ impl Limiter {
         now_ms: u64,
         span: &Span,
     ) -> Result<Vec<Decision>, StoreError> {
+        self.store_call(
+            self.route(scope)?,
+            BATCH_OP,
+            span,
+            |_| None,
+            |store| store.check_all(checks, now_ms),
+        )
+        .await
+    }
+
+    /// [`Limiter::call_store_all`] with `candidates[i]` judged beside `checks[i]`, in the same
+    /// call.
+    pub(super) async fn call_store_all_judged(
+        &self,
+        checks: &[Check<'_>],
+        candidates: &[Option<Params>],
+        scope: Scope,
+        now_ms: u64,
+        span: &Span,
+    ) -> Result<Vec<(Decision, Option<Decision>)>, StoreError> {
+        self.store_call(
+            self.route(scope)?,
+            BATCH_OP,
+            span,
+            |_| None,
+            |store| store.check_all_with_candidates(checks, candidates, now_ms),
+        )
+        .await
+    }
+
+    /// One call to `route`'s store under `op`: `at_once` when the store answers without a
+    /// wait, else `call` bounded; its span, and its timing on Redis.
+    async fn store_call<'r, T, F>(
+        &self,
+        route: Route<'r>,
+        op: &'static str,
+        span: &Span,
+        at_once: impl FnOnce(&'r dyn Store) -> Option<Result<T, StoreError>>,
+        call: impl FnOnce(&'r dyn Store) -> F,
+    ) -> Result<T, StoreError>
+    where
+        F: Future<Output = Result<T, StoreError>>,
+    {
         let Route {
             store,
             bound,
             timed_as: redis,
-        } = self.route(scope)?;
-        let child = telemetry::backend_span(span, store.kind().as_str(), BATCH_OP);
+        } = route;
+        let child = telemetry::backend_span(span, store.kind().as_str(), op);
+        if let Some(result) = at_once(store) {
+            self.backend_call_done(&child, redis, op, None, result.as_ref().err());
+            return result;
+        }
         let started = redis.map(|_| Instant::now());
-        let result = within(bound, store.check_all(checks, now_ms)).await;
-        self.backend_call_done(&child, redis, BATCH_OP, started, result.as_ref().err());
+        let result = within(bound, call(store)).await;
+        self.backend_call_done(&child, redis, op, started, result.as_ref().err());
         result
     }
 

@@ -1,13 +1,16 @@
 //! A check or a batch resolved against the current policies and decided: one store call for
 //! a lone check; for a batch, every check resolved, the batch kept to one scope (and to one
 //! slot where one script must decide it), one all-or-nothing call, and a second call when
-//! only shadow policies denied, so the enforced checks consume as they would alone.
+//! only shadow policies denied, so the enforced checks consume as they would alone. Checks
+//! with a candidate limit go in the store's candidate form of the same one call
+//! ([`candidate`](super::candidate)).
 
 use sluice_api::{MAX_BATCH, MAX_KEY_BYTES};
 use sluice_core::Decision;
 use sluice_store::{Check, StoreError, StoreKind};
 use tracing::Span;
 
+use super::candidate::candidates_of;
 use super::{CheckInput, LimitError, Limiter, Resolved, Shape, Started, Verdict};
 use crate::service::policy::{PolicySet, Scope};
 
@@ -26,6 +29,11 @@ impl Limiter {
         let one = self.resolve(&self.policies.load(), input, at)?;
         if shape == Shape::One && self.answers_locally(&one) {
             return self.decide_local(one, now_ms, span).await;
+        }
+        if let Some(candidate) = one.limit.candidate {
+            return self
+                .decide_one_judged(one, candidate, shape, now_ms, span)
+                .await;
         }
         let started = Started::now(span);
         let scope = one.policy.scope;
@@ -49,8 +57,9 @@ impl Limiter {
         }
     }
 
-    /// Resolves a batch of `inputs`, decides them all-or-nothing in one store call and turns
-    /// the decisions, or the store's failure, into verdicts.
+    /// Resolves a batch of `inputs`, decides them all-or-nothing in one store call (with the
+    /// candidates of those that have one) and turns the decisions, or the store's failure,
+    /// into verdicts.
     pub(super) async fn decide(
         &self,
         inputs: &[CheckInput<'_>],
@@ -64,20 +73,50 @@ impl Limiter {
         }
         let started = Started::now(span);
         let checks: Vec<Check<'_>> = resolved.iter().map(|r| r.check).collect();
-        let decisions = match self.call_store_all(&checks, scope, now_ms, span).await {
+        let (decided, judged) = match candidates_of(&resolved) {
+            None => (
+                self.call_store_all(&checks, scope, now_ms, span).await,
+                None,
+            ),
+            Some(candidates) => {
+                match self
+                    .call_store_all_judged(&checks, &candidates, scope, now_ms, span)
+                    .await
+                {
+                    Ok(pairs) => {
+                        let (decisions, judged): (Vec<Decision>, Vec<Option<Decision>>) =
+                            pairs.into_iter().unzip();
+                        (Ok(decisions), Some(judged))
+                    }
+                    Err(err) => (Err(err), None),
+                }
+            }
+        };
+        // The candidates were judged by the first call: a second one decides the enforced
+        // checks alone.
+        let decisions = match decided {
             Ok(decisions) => {
                 self.without_shadow_denials(&resolved, decisions, scope, now_ms, span)
                     .await
             }
             Err(err) => Err(err),
         };
-        match decisions {
-            Ok(decisions) => Ok(resolved
+        match (decisions, judged) {
+            (Ok(decisions), None) => Ok(resolved
                 .into_iter()
                 .zip(decisions)
                 .map(|(r, d)| self.verdict(r, d, now_ms, started))
                 .collect()),
-            Err(err) => self.failed(resolved, &err, now_ms, started),
+            (Ok(decisions), Some(judged)) => Ok(resolved
+                .into_iter()
+                .zip(decisions)
+                .zip(judged)
+                .map(|((r, d), judged)| match judged {
+                    Some(j) => self.verdict_judged(r, d, &j, now_ms, started),
+                    None => self.verdict(r, d, now_ms, started),
+                })
+                .collect()),
+            (Err(err), _) => self.failed(resolved, &err, now_ms, started),
         }
     }
 

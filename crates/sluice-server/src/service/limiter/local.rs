@@ -1,8 +1,8 @@
 //! Checks answered on this daemon without a backend call, for the policies that allow it
-//! (`lease = "auto"`, `scope = "local"`, not shadow, on the Redis backends): first the denied
-//! cache ([`denied`](super::denied)), then for fixed_window the lease of a hot key
-//! ([`leases`](super::leases)); the rest goes to the backend as before, and what it answers
-//! feeds both. Batches never come here: every batch goes to the backend.
+//! (`lease = "auto"`, `scope = "local"`, not shadow, no candidate, on the Redis backends):
+//! first the denied cache ([`denied`](super::denied)), then for fixed_window the lease of a
+//! hot key ([`leases`](super::leases)); the rest goes to the backend as before, and what it
+//! answers feeds both. Batches never come here: every batch goes to the backend.
 
 use sluice_core::{Algorithm, Decision};
 use sluice_store::{Check, StoreError};
@@ -23,12 +23,14 @@ pub(super) struct Local {
 }
 
 impl Limiter {
-    /// Whether `one` may be answered locally.
+    /// Whether `one` may be answered locally: not when its policy has a candidate, whose
+    /// every check must reach the backend to be judged.
     pub(super) fn answers_locally(&self, one: &Resolved<'_>) -> bool {
         self.redis.is_some()
             && one.policy.lease
             && !one.policy.shadow
             && one.policy.scope == Scope::Local
+            && !one.policy.has_candidate
     }
 
     /// Decides `one` from the denied cache, from its key's lease, or on the backend.

@@ -7,12 +7,14 @@
 //!
 //! Here: the limiter, its routes and its entry points. [`decide`]: a check or a batch
 //! resolved against its policies and decided; [`call`]: the store call, bounded, timed and
-//! traced; [`verdict`]: a decision (or a store failure) made the answer, recorded.
+//! traced; [`verdict`]: a decision (or a store failure) made the answer, recorded;
+//! [`candidate`]: checks also judged against a candidate limit.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 mod call;
+mod candidate;
 mod decide;
 mod denied;
 mod leases;
@@ -160,6 +162,7 @@ impl Limiter {
         let timeout = bound.and_then(|bound| outer_bound(&*store, bound));
         let redis = kind.is_redis().then_some(kind.as_str());
         metrics.prime(kind.as_str(), policies.names());
+        candidate::prime(&metrics, &policies);
         store.set_batch_observer(metrics.batch_observer());
         let top = TopKeys::new();
         top.retain_policies(policies.names());
@@ -261,6 +264,7 @@ impl Limiter {
     pub fn replace_policies(&self, policies: PolicySet) {
         self.metrics
             .prime(self.store.kind().as_str(), policies.names());
+        candidate::prime(&self.metrics, &policies);
         self.top.retain_policies(policies.names());
         if let Some(replicated) = &self.region.replicated {
             replicated.set_policies(policies.replicated());

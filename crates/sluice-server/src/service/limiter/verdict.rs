@@ -17,10 +17,21 @@ impl Limiter {
         now_ms: u64,
         started: Started,
     ) -> Verdict {
-        let shadow = r.policy.shadow;
         // Shadow denials count as rejections here: they are who the policy would limit.
         self.top
             .record(&r.policy.name, r.check.key, !decision.allowed, now_ms);
+        self.answer(r, decision, now_ms, started)
+    }
+
+    /// The verdict of `decision`, its top keys already recorded.
+    pub(super) fn answer(
+        &self,
+        r: Resolved<'_>,
+        decision: Decision,
+        now_ms: u64,
+        started: Started,
+    ) -> Verdict {
+        let shadow = r.policy.shadow;
         let allowed = decision.allowed || shadow;
         if shadow && !decision.allowed {
             self.metrics.shadow_rejected(&r.policy.name);
