@@ -7,7 +7,9 @@
 //! less; a key that has used up its limit would get all of it back, so it goes last. Sampling
 //! keeps an eviction at a fixed cost whatever the shard's size.
 //!
-//! Here: the store, its config and one check under one shard's lock. Beside it:
+//! Here: the store, its config and one check under one shard's lock (with a candidate limit,
+//! both under that lock: the candidate's state lives in its check's shard, as a key of the
+//! policy `<policy>#candidate`, tracked and bounded like any other). Beside it:
 //! - `keys.rs`: the key table of one policy in one shard (packed slots, hash index, expiry);
 //! - `shard.rs`: a shard, the key tables of its policies;
 //! - `eviction.rs`: which key a full shard forgets;
@@ -28,12 +30,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use ahash::RandomState;
 use async_trait::async_trait;
 use parking_lot::Mutex;
-use sluice_core::{Decision, State};
+use sluice_core::{Decision, Params, State};
 
 use self::keys::{Expiry, hash_of};
 use self::overrides::Overrides;
 use self::shard::Shard;
-use crate::{Check, LimitOverride, OverrideStore, Store, StoreError, StoreKind};
+use crate::store::{candidate_check, candidate_decision};
+use crate::{Check, LimitOverride, OverrideStore, Store, StoreError, StoreKind, candidate_policy};
 
 /// Sizing of a [`MemoryStore`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -131,6 +134,61 @@ impl MemoryStore {
     fn decide(&self, check: &Check<'_>, now_ms: u64) -> Result<Decision, StoreError> {
         let (hash, at) = self.locate(check.policy, check.key);
         let mut shard = self.shards[at].lock();
+        self.decide_in(&mut shard, hash, check, now_ms)
+    }
+
+    /// Decides `check` and, beside it, the candidate limit `candidate` under one lock: the
+    /// candidate's state lives in its check's shard, as a key of the policy
+    /// [`candidate_policy`]`(policy)` (so it is tracked, bounded by `max_keys`, evicted and
+    /// forgotten like any other key, and counted under that name).
+    fn decide_with_candidate(
+        &self,
+        check: &Check<'_>,
+        candidate: &Params,
+        now_ms: u64,
+    ) -> Result<(Decision, Decision), StoreError> {
+        let (hash, at) = self.locate(check.policy, check.key);
+        let mut shard = self.shards[at].lock();
+        let decision = self.decide_in(&mut shard, hash, check, now_ms)?;
+        Ok((decision, self.judge(&mut shard, check, candidate, now_ms)?))
+    }
+
+    /// Decides the candidate limit `candidate` of `check` alone (a batch's candidates, after
+    /// the batch), on the state [`decide_with_candidate`](Self::decide_with_candidate) keeps.
+    fn decide_candidate(
+        &self,
+        check: &Check<'_>,
+        candidate: &Params,
+        now_ms: u64,
+    ) -> Result<Decision, StoreError> {
+        let (_, at) = self.locate(check.policy, check.key);
+        let mut shard = self.shards[at].lock();
+        self.judge(&mut shard, check, candidate, now_ms)
+    }
+
+    /// The candidate's decision of `check` in `shard`, the check's shard (locked).
+    fn judge(
+        &self,
+        shard: &mut Shard,
+        check: &Check<'_>,
+        candidate: &Params,
+        now_ms: u64,
+    ) -> Result<Decision, StoreError> {
+        let policy = candidate_policy(check.policy);
+        let judged = candidate_check(check, &policy, candidate);
+        let hash = hash_of(&self.hasher, &policy, check.key.as_bytes());
+        let answered = self.decide_in(shard, hash, &judged, now_ms)?;
+        Ok(candidate_decision(check.cost, candidate, answered))
+    }
+
+    /// Decides one check in `shard` (its shard, locked), `hash` its key's.
+    fn decide_in(
+        &self,
+        shard: &mut Shard,
+        hash: u64,
+        check: &Check<'_>,
+        now_ms: u64,
+    ) -> Result<Decision, StoreError> {
         if let Some(keys) = shard.keys_mut(check.policy)
             && let Some(at) = keys.position(hash, check.key)
         {
@@ -147,7 +205,7 @@ impl MemoryStore {
         let decision = sluice_core::decide(&check.params, &mut state, now_ms, check.cost)?;
         // A peek at an unknown key, or a denial of one, leaves nothing worth remembering.
         if check.cost > 0 && decision.allowed {
-            self.put(&mut shard, hash, check, state, now_ms);
+            self.put(shard, hash, check, state, now_ms);
         }
         Ok(decision)
     }
@@ -173,6 +231,45 @@ impl Store for MemoryStore {
         now_ms: u64,
     ) -> Result<Vec<Decision>, StoreError> {
         self.decide_all(checks, now_ms)
+    }
+
+    async fn check_with_candidate(
+        &self,
+        check: &Check<'_>,
+        candidate: &Params,
+        now_ms: u64,
+    ) -> Result<(Decision, Decision), StoreError> {
+        self.decide_with_candidate(check, candidate, now_ms)
+    }
+
+    fn check_with_candidate_now(
+        &self,
+        check: &Check<'_>,
+        candidate: &Params,
+        now_ms: u64,
+    ) -> Option<Result<(Decision, Decision), StoreError>> {
+        Some(self.decide_with_candidate(check, candidate, now_ms))
+    }
+
+    async fn check_all_with_candidates(
+        &self,
+        checks: &[Check<'_>],
+        candidates: &[Option<Params>],
+        now_ms: u64,
+    ) -> Result<Vec<(Decision, Option<Decision>)>, StoreError> {
+        let decisions = self.decide_all(checks, now_ms)?;
+        let mut candidates = candidates.iter();
+        decisions
+            .into_iter()
+            .zip(checks)
+            .map(|(decision, check)| match candidates.next() {
+                Some(Some(params)) => Ok((
+                    decision,
+                    Some(self.decide_candidate(check, params, now_ms)?),
+                )),
+                _ => Ok((decision, None)),
+            })
+            .collect()
     }
 
     fn tracked_keys(&self) -> Option<u64> {

@@ -1,5 +1,13 @@
 //! The Redis key layout (documented): `{prefix}:{<policy>:<key>}:<suffix>`.
 //!
+//! The suffix names the state: the algorithm's ([`suffixes`]: `fw`, `swc`, `swl` and
+//! `swl:sum`, `tb`, `gcra`), or a candidate limit's, which is `cand:` followed by the
+//! candidate's algorithm's suffix ([`candidate_keys`]: `cand:fw`, `cand:swl` and
+//! `cand:swl:sum`, …). A candidate thus shares its limit's hash tag (same slot, so the limit
+//! and its candidate go in one script call on a cluster too) and never shares a key with the
+//! limit, nor with a candidate of another algorithm. The replicated window hashes are
+//! `r<fw|swc>:<window_ms>:<index>` ([`window_key`]).
+//!
 //! Everything between the braces is the cluster hash tag, so every key of one limit lands on
 //! one slot and its Lua script touches one slot only. A user key containing `{`, `}` or `%`
 //! is percent-encoded first (`{` → `%7B`, `}` → `%7D`, `%` → `%25`): no key can then close the
@@ -56,17 +64,38 @@ pub fn suffixes(algorithm: Algorithm) -> &'static [&'static str] {
     }
 }
 
+/// What a candidate limit's key suffixes start with (see the module doc).
+pub const CANDIDATE: &str = "cand:";
+
 /// Every Redis key holding the state of `(policy, key)` under `algorithm`, in the order the
 /// scripts expect them.
 pub fn limit_keys(prefix: &str, policy: &str, key: &str, algorithm: Algorithm) -> Vec<String> {
+    state_keys(prefix, policy, key, "", algorithm)
+}
+
+/// Every Redis key holding the state of the candidate limit of `(policy, key)` under the
+/// candidate's `algorithm`: [`limit_keys`] with [`CANDIDATE`] before each suffix.
+pub fn candidate_keys(prefix: &str, policy: &str, key: &str, algorithm: Algorithm) -> Vec<String> {
+    state_keys(prefix, policy, key, CANDIDATE, algorithm)
+}
+
+/// `{prefix}:{<policy>:<key>}:<infix><suffix>` for each suffix of `algorithm`.
+fn state_keys(
+    prefix: &str,
+    policy: &str,
+    key: &str,
+    infix: &str,
+    algorithm: Algorithm,
+) -> Vec<String> {
     // Built by hand, not `format!`: this runs once per check.
     let (policy, key) = (encode(policy, true), encode(key, false));
     suffixes(algorithm)
         .iter()
         .map(|suffix| {
-            let mut name =
-                String::with_capacity(prefix.len() + policy.len() + key.len() + suffix.len() + 5);
-            for part in [prefix, ":{", &policy, ":", &key, "}:", suffix] {
+            let mut name = String::with_capacity(
+                prefix.len() + policy.len() + key.len() + infix.len() + suffix.len() + 5,
+            );
+            for part in [prefix, ":{", &policy, ":", &key, "}:", infix, suffix] {
                 name.push_str(part);
             }
             name
@@ -148,6 +177,35 @@ mod tests {
                 "rl:{p:a%7Db}:swl:sum".to_owned()
             ]
         );
+    }
+
+    #[test]
+    fn candidate_keys_share_the_tag_and_never_a_key() {
+        assert_eq!(
+            candidate_keys("rl", "public", "user:123", Algorithm::TokenBucket),
+            vec!["rl:{public:user:123}:cand:tb".to_owned()]
+        );
+        assert_eq!(
+            candidate_keys("rl", "p", "a}b", Algorithm::SlidingWindowLog),
+            vec![
+                "rl:{p:a%7Db}:cand:swl".to_owned(),
+                "rl:{p:a%7Db}:cand:swl:sum".to_owned()
+            ]
+        );
+        let mut seen = std::collections::HashSet::new();
+        for algorithm in Algorithm::ALL {
+            let limit = limit_keys("rl", "p", "{k}", algorithm);
+            let candidate = candidate_keys("rl", "p", "{k}", algorithm);
+            for name in limit.iter().chain(&candidate) {
+                assert_eq!(key_slot(name), slot("p", "{k}"), "{name}");
+            }
+            // gcra and leaky_bucket share their state, as for the limit.
+            if algorithm != Algorithm::LeakyBucket {
+                for name in limit.into_iter().chain(candidate) {
+                    assert!(seen.insert(name.clone()), "{name} twice");
+                }
+            }
+        }
     }
 
     #[test]
