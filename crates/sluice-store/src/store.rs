@@ -55,7 +55,11 @@ pub(crate) fn candidate_decision(cost: u64, candidate: &Params, answered: Decisi
 /// The check a candidate is judged with, where it is kept as a policy of its own (the default
 /// methods, memory): `check`'s key and cost (see [`candidate_cost`]) under `candidate`, on the
 /// state named `policy` ([`candidate_policy`]).
-pub(crate) fn candidate_check<'a>(check: &Check<'a>, policy: &'a str, candidate: &Params) -> Check<'a> {
+pub(crate) fn candidate_check<'a>(
+    check: &Check<'a>,
+    policy: &'a str,
+    candidate: &Params,
+) -> Check<'a> {
     Check {
         policy,
         params: *candidate,
@@ -182,10 +186,12 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
         };
         let policy = candidate_policy(check.policy);
         let judged = candidate_check(check, &policy, candidate);
-        Some(
-            self.check_now(&judged, now_ms)?
-                .map(|answered| (decision, candidate_decision(check.cost, candidate, answered))),
-        )
+        Some(self.check_now(&judged, now_ms)?.map(|answered| {
+            (
+                decision,
+                candidate_decision(check.cost, candidate, answered),
+            )
+        }))
     }
 
     /// [`Store::check_all`] with candidates: `candidates[i]` (when set) is judged beside
@@ -202,12 +208,11 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     ) -> Result<Vec<(Decision, Option<Decision>)>, StoreError> {
         let decisions = self.check_all(checks, now_ms).await?;
         let mut out = Vec::with_capacity(decisions.len());
-        for ((decision, check), candidate) in decisions.into_iter().zip(checks).zip(
-            candidates
-                .iter()
-                .copied()
-                .chain(std::iter::repeat(None)),
-        ) {
+        for ((decision, check), candidate) in decisions
+            .into_iter()
+            .zip(checks)
+            .zip(candidates.iter().copied().chain(std::iter::repeat(None)))
+        {
             let judged = match candidate {
                 Some(params) => {
                     let policy = candidate_policy(check.policy);

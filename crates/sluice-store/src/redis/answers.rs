@@ -159,7 +159,10 @@ mod tests {
     fn a_group_reply_of_the_wrong_length_is_an_error() {
         for bytes in [0, 31, 33, 64] {
             let reply = vec![0u8; bytes];
-            assert!(group_answers(&reply, 1, [1].into_iter()).is_err(), "{bytes}");
+            assert!(
+                group_answers(&reply, 1, [1].into_iter()).is_err(),
+                "{bytes}"
+            );
         }
     }
 

@@ -31,7 +31,9 @@ impl<C: ScriptRunner + ?Sized> Store for ScriptStore<C> {
     }
 
     async fn check(&self, check: &Check<'_>, now_ms: u64) -> Result<Decision, StoreError> {
-        one(self, check, None, now_ms).await.map(|(decision, _)| decision)
+        one(self, check, None, now_ms)
+            .await
+            .map(|(decision, _)| decision)
     }
 
     async fn check_all(

@@ -113,10 +113,12 @@ async fn send<C: ScriptRunner + ?Sized>(store: &ScriptStore<C>, lane: Lane, grou
             .groups()
             .observe_sent_again(client.kind(), unrun.len());
         client.lanes_moved(first.call.now_ms);
-        let again = unrun.into_iter().map(|(queued, check, candidate)| async move {
-            let decided = again(store, queued.call, check, candidate).await;
-            let _ = queued.answer.send(decided);
-        });
+        let again = unrun
+            .into_iter()
+            .map(|(queued, check, candidate)| async move {
+                let decided = again(store, queued.call, check, candidate).await;
+                let _ = queued.answer.send(decided);
+            });
         futures::future::join_all(again).await;
     }
 }
@@ -171,10 +173,7 @@ async fn group_call<'c, C: ScriptRunner + ?Sized>(
             .flat_map(|e| e.keys.iter().map(String::as_str))
             .collect()
     };
-    let (count_arg, grace) = (
-        count.to_string(),
-        store.layout().ttl_grace_ms.to_string(),
-    );
+    let (count_arg, grace) = (count.to_string(), store.layout().ttl_grace_ms.to_string());
     let lane_code: &[u8] = if master { b"1" } else { b"0" };
     let mut args: Vec<&[u8]> = vec![count_arg.as_bytes(), grace.as_bytes(), lane_code, &params];
     if master {
@@ -185,7 +184,11 @@ async fn group_call<'c, C: ScriptRunner + ?Sized>(
         }
     }
     let script = store.script(ScriptId::Group);
-    match store.client().eval_group(script, lane, &keys, &args).await? {
+    match store
+        .client()
+        .eval_group(script, lane, &keys, &args)
+        .await?
+    {
         Some(reply) => group_answers(&reply, count, entries().map(|e| e.params.limit)),
         None => Ok(vec![GroupAnswer::NotRun; count]),
     }
@@ -200,9 +203,10 @@ async fn alone<C: ScriptRunner + ?Sized>(store: &ScriptStore<C>, call: CheckCall
         let slot = call.key().map_or(0, |key| store.client().slot(key));
         let answers = group_call(store, Lane::Slot(slot), std::iter::once(&call)).await?;
         return match answers[..] {
-            [GroupAnswer::Decided(decision), GroupAnswer::Decided(candidate)] => {
-                Ok((decision, Some(candidate)))
-            }
+            [
+                GroupAnswer::Decided(decision),
+                GroupAnswer::Decided(candidate),
+            ] => Ok((decision, Some(candidate))),
             _ => Err(StoreError::Backend(
                 "group script left a check on its own slot not run".into(),
             )),

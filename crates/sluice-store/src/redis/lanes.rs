@@ -223,8 +223,7 @@ impl Groups {
         while let Some(next) = queue.front() {
             // A check and its candidate count together: they go in one call or wait together.
             let (width, size) = (next.call.width(), next.call.bytes());
-            if !group.is_empty()
-                && (entries + width > MAX_GROUP || bytes + size > MAX_GROUP_BYTES)
+            if !group.is_empty() && (entries + width > MAX_GROUP || bytes + size > MAX_GROUP_BYTES)
             {
                 break;
             }

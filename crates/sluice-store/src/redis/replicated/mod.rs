@@ -623,14 +623,17 @@ impl Store for ReplicatedStore {
         now_ms: u64,
     ) -> Result<Vec<(Decision, Option<Decision>)>, StoreError> {
         let local = &self.inner.local.store;
-        let judging = checks.iter().zip(candidates).map(|(check, candidate)| async move {
-            match candidate {
-                Some(params) => checks::candidate_alone(local, check, params, now_ms)
-                    .await
-                    .map(Some),
-                None => Ok(None),
-            }
-        });
+        let judging = checks
+            .iter()
+            .zip(candidates)
+            .map(|(check, candidate)| async move {
+                match candidate {
+                    Some(params) => checks::candidate_alone(local, check, params, now_ms)
+                        .await
+                        .map(Some),
+                    None => Ok(None),
+                }
+            });
         let (decisions, judged) = futures::future::join(
             self.check_all(checks, now_ms),
             futures::future::join_all(judging),
