@@ -361,6 +361,51 @@ mod tests {
         assert_eq!(store.tracked_keys(), Some(0));
     }
 
+    #[tokio::test]
+    async fn candidate_states_are_keys_like_any_other() {
+        let store = MemoryStore::new(MemoryStoreConfig {
+            max_keys: 8,
+            shards: 1,
+            ..MemoryStoreConfig::default()
+        });
+        // A candidate far from its limit: its states give away least, so they go first.
+        let (limit, candidate) = (fixed(5, 60_000), fixed(50, 1000));
+        let keys: Vec<String> = (0..12).map(|i| format!("k{i}")).collect();
+        for key in &keys[..4] {
+            let check = check(key, limit, 1);
+            store
+                .check_with_candidate(&check, &candidate, T0)
+                .await
+                .unwrap();
+        }
+        // Four keys, each with its candidate's state: eight tracked.
+        assert_eq!(store.tracked_keys(), Some(8));
+        // The candidates' states (a 1 s window) are swept as soon as they are fresh again.
+        store.housekeep(T0 + 1000 + GRACE_MS);
+        assert_eq!(store.tracked_keys(), Some(4));
+        // Past `max_keys`, a full table forgets keys of either kind; the count stays bounded.
+        for key in &keys[4..] {
+            let check = check(key, limit, 1);
+            let (decision, judged) = store
+                .check_with_candidate_now(&check, &candidate, T0 + 2000)
+                .unwrap()
+                .unwrap();
+            assert!(decision.allowed && judged.allowed);
+        }
+        assert_eq!(store.tracked_keys(), Some(8));
+        let evicted: u64 = store.evicted_keys().iter().map(|(_, n)| n).sum();
+        // 4 + 2 × 8 stored, 8 kept, none of the forgotten fresh yet.
+        assert_eq!(evicted, 12, "{:?}", store.evicted_keys());
+        assert!(
+            store
+                .evicted_keys()
+                .iter()
+                .any(|(policy, _)| policy == "p#candidate"),
+            "{:?}",
+            store.evicted_keys()
+        );
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
     async fn concurrent_checks_admit_exactly_the_limit() {
         let store = Arc::new(MemoryStore::default());
