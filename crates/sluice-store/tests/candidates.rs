@@ -19,7 +19,7 @@ use sluice_core::conformance::{Case, cases, generated_cases};
 use sluice_core::{Algorithm, Decision, Params, State};
 use sluice_store::keys::{candidate_keys, limit_keys};
 use sluice_store::{
-    BatchObserver, Check, MemoryStore, ReplicatedStore, ReplicatedStoreConfig, Replication,
+    Check, MemoryStore, RedisStore, ReplicatedStore, ReplicatedStoreConfig, Replication,
     SharedBackend, Store, StoreKind,
 };
 use sluice_testkit::info_field;
@@ -283,16 +283,6 @@ async fn a_cost_beyond_the_candidate_is_a_rejection_not_an_error() {
     }
 }
 
-/// The largest group of checks a script call carried.
-#[derive(Debug, Default)]
-struct LargestGroup(AtomicU64);
-
-impl BatchObserver for LargestGroup {
-    fn batch(&self, _backend: StoreKind, checks: usize) {
-        self.0.fetch_max(checks as u64, Ordering::Relaxed);
-    }
-}
-
 const TASKS: usize = 40;
 const PER_TASK: usize = 25;
 
@@ -312,7 +302,7 @@ async fn concurrent_candidates_allow_exactly_their_limit() {
         (Algorithm::SlidingWindowLog, Algorithm::SlidingWindowLog),
     ];
     for (name, store) in common::all_stores(&servers, "candconc").await {
-        let largest = Arc::new(LargestGroup::default());
+        let largest = Arc::new(common::LargestGroup::default());
         store.set_batch_observer(largest.clone());
         for (limit_algorithm, candidate_algorithm) in pairs {
             let limit = params(limit_algorithm, 300, 3_600_000, 300);
@@ -441,30 +431,6 @@ async fn candidates_stay_within_their_limit_in_every_window() {
     }
 }
 
-fn evalsha_calls(commandstats: &str) -> u64 {
-    info_field(commandstats, "cmdstat_evalsha")
-        .and_then(|v| {
-            v.split(',')
-                .find_map(|kv| kv.strip_prefix("calls=").map(str::to_owned))
-        })
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0)
-}
-
-/// Checks and the script calls that carried them.
-#[derive(Debug, Default)]
-struct Carried {
-    checks: AtomicU64,
-    calls: AtomicU64,
-}
-
-impl BatchObserver for Carried {
-    fn batch(&self, _backend: StoreKind, checks: usize) {
-        self.checks.fetch_add(checks as u64, Ordering::Relaxed);
-        self.calls.fetch_add(1, Ordering::Relaxed);
-    }
-}
-
 /// (e) One script call per check with a candidate, as Redis counts them (EVALSHA calls in
 /// `INFO commandstats`): sequential checks, one each; concurrent checks, one per group; a
 /// batch with candidates, one.
@@ -472,16 +438,13 @@ impl BatchObserver for Carried {
 async fn a_candidate_rides_in_its_checks_call() {
     let redis = sluice_testkit::RedisServer::start();
     let store = Arc::new(common::redis_store(&redis, "calls", common::TEST_TIMEOUT));
-    let carried = Arc::new(Carried::default());
+    let carried = Arc::new(common::Carried::default());
     store.set_batch_observer(carried.clone());
-    let check_of = |i: u64| {
+    // Check `i`: every algorithm in turn beside another, on 17 keys.
+    let check = |store: Arc<RedisStore>, i: u64| async move {
         let limit = params(Algorithm::ALL[(i % 6) as usize], 1000, 60_000, 1000);
         let candidate = params(Algorithm::ALL[((i + 1) % 6) as usize], 500, 60_000, 500);
-        (format!("user:{}", i % 17), limit, candidate)
-    };
-    // Loads the scripts (the group script, which carries a lone check with its candidate).
-    for i in 0..12 {
-        let (key, limit, candidate) = check_of(i);
+        let key = format!("user:{}", i % 17);
         let check = Check {
             policy: "calls",
             key: &key,
@@ -492,24 +455,18 @@ async fn a_candidate_rides_in_its_checks_call() {
             .check_with_candidate(&check, &candidate, common::now_ms())
             .await
             .unwrap();
+    };
+    // Loads the scripts (the group script, which carries a lone check with its candidate).
+    for i in 0..12 {
+        check(Arc::clone(&store), i).await;
     }
     redis.cli(&["CONFIG", "RESETSTAT"]);
     const CHECKS: u64 = 100;
     for i in 0..CHECKS {
-        let (key, limit, candidate) = check_of(i);
-        let check = Check {
-            policy: "calls",
-            key: &key,
-            params: limit,
-            cost: 1,
-        };
-        store
-            .check_with_candidate(&check, &candidate, common::now_ms())
-            .await
-            .unwrap();
+        check(Arc::clone(&store), i).await;
     }
     let stats = redis.cli(&["INFO", "commandstats"]);
-    assert_eq!(evalsha_calls(&stats), CHECKS, "sequential: {stats}");
+    assert_eq!(common::evalsha_calls(&stats), CHECKS, "sequential: {stats}");
     assert!(info_field(&stats, "cmdstat_eval").is_none(), "{stats}");
 
     // Concurrent: as many EVALSHA as script calls, fewer than checks (grouped).
@@ -520,17 +477,7 @@ async fn a_candidate_rides_in_its_checks_call() {
         let store = Arc::clone(&store);
         tasks.push(tokio::spawn(async move {
             for i in 0..PER_TASK as u64 {
-                let (key, limit, candidate) = check_of(t * 31 + i);
-                let check = Check {
-                    policy: "calls",
-                    key: &key,
-                    params: limit,
-                    cost: 1,
-                };
-                store
-                    .check_with_candidate(&check, &candidate, common::now_ms())
-                    .await
-                    .unwrap();
+                check(Arc::clone(&store), t * 31 + i).await;
             }
         }));
     }
@@ -538,7 +485,7 @@ async fn a_candidate_rides_in_its_checks_call() {
         task.await.unwrap();
     }
     let calls = carried.calls.load(Ordering::Relaxed) - before;
-    let evalsha = evalsha_calls(&redis.cli(&["INFO", "commandstats"]));
+    let evalsha = common::evalsha_calls(&redis.cli(&["INFO", "commandstats"]));
     let checks = (TASKS * PER_TASK) as u64;
     println!("{checks} concurrent checks with candidates: {calls} script calls, {evalsha} EVALSHA");
     assert_eq!(evalsha, calls, "one EVALSHA per script call");
@@ -571,19 +518,10 @@ async fn a_candidate_rides_in_its_checks_call() {
         .check_all_with_candidates(&batch, &candidates, common::now_ms())
         .await
         .unwrap();
-    assert_eq!(evalsha_calls(&redis.cli(&["INFO", "commandstats"])), 1);
-}
-
-/// A small deterministic generator.
-struct Rng(u64);
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        (self.0 >> 33) % n.max(1)
-    }
+    assert_eq!(
+        common::evalsha_calls(&redis.cli(&["INFO", "commandstats"])),
+        1
+    );
 }
 
 /// (f) Random all-or-nothing batches (every algorithm, keys on many slots, repeated keys,
@@ -609,7 +547,7 @@ async fn batches_judge_their_candidates_each_on_its_own() {
         })
         .collect();
     let keys = ["k0", "k1", "k2", "a}b", "{x}"];
-    let mut rng = Rng(11);
+    let mut rng = common::Rng(11);
     let mut now = sluice_core::conformance::BASE_MS;
     // (at, checks as (policy index, key index, cost, with a candidate))
     let mut script = Vec::new();

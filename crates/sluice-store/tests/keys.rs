@@ -237,16 +237,6 @@ async fn batches_over_many_slots_work_on_the_cluster() {
     }
 }
 
-fn evalsha_calls(commandstats: &str) -> u64 {
-    info_field(commandstats, "cmdstat_evalsha")
-        .and_then(|v| {
-            v.split(',')
-                .find_map(|kv| kv.strip_prefix("calls=").map(str::to_owned))
-        })
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0)
-}
-
 /// Exactly one EVALSHA per check (the script body is never sent again), on Redis and on the
 /// cluster (summed over the masters).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -291,7 +281,7 @@ async fn each_check_is_exactly_one_evalsha() {
         let mut report = Vec::new();
         for port in ports {
             let stats = sluice_testkit::cli(*port, &["INFO", "commandstats"]);
-            evalsha += evalsha_calls(&stats);
+            evalsha += common::evalsha_calls(&stats);
             eval += u64::from(info_field(&stats, "cmdstat_eval").is_some());
             load += u64::from(info_field(&stats, "cmdstat_script|load").is_some());
             report.extend(
@@ -322,5 +312,5 @@ async fn each_check_is_exactly_one_evalsha() {
     sluice_testkit::cli(servers.redis.port(), &["CONFIG", "RESETSTAT"]);
     redis.check_all(&batch, common::now_ms()).await.unwrap();
     let stats = servers.redis.cli(&["INFO", "commandstats"]);
-    assert_eq!(evalsha_calls(&stats), 1);
+    assert_eq!(common::evalsha_calls(&stats), 1);
 }
