@@ -32,6 +32,15 @@ fn params(algorithm: Algorithm, limit: u64, window_ms: u64, burst: u64) -> Param
     Params::new(algorithm, limit, window_ms, burst).unwrap()
 }
 
+fn check<'a>(policy: &'a str, key: &'a str, params: Params, cost: u64) -> Check<'a> {
+    Check {
+        policy,
+        key,
+        params,
+        cost,
+    }
+}
+
 /// The limit in force while a conformance case is replayed as the candidate: another
 /// algorithm and shape than the case's (so the states could not be confused), with room for
 /// every cost of the case.
@@ -70,12 +79,7 @@ async fn replay_as_candidate(name: &str, store: &dyn Store, all: &[Case], tag: &
         let (key, twin) = (format!("{tag}:{n}"), format!("{tag}:{n}:twin"));
         let batched = n % 3 == 0;
         for (i, step) in case.steps.iter().enumerate() {
-            let check = Check {
-                policy: "cand",
-                key: &key,
-                params: limit,
-                cost: step.cost,
-            };
+            let check = check("cand", &key, limit, step.cost);
             let (decision, judged) = if batched {
                 let mut both = store
                     .check_all_with_candidates(&[check], &[Some(case.params)], step.at_ms)
@@ -145,12 +149,7 @@ async fn stricter_and_looser_candidates_keep_their_own_state() {
             let key = format!("k-{label}");
             let (mut allowed, mut judged_allowed) = (0, 0);
             for i in 0..15u64 {
-                let check = Check {
-                    policy: "strict",
-                    key: &key,
-                    params: limit,
-                    cost: 1,
-                };
+                let check = check("strict", &key, limit, 1);
                 let (decision, judged) = store
                     .check_with_candidate(&check, &candidate, now)
                     .await
@@ -169,12 +168,7 @@ async fn stricter_and_looser_candidates_keep_their_own_state() {
             assert_eq!(judged_allowed, would_allow, "{name} {label}: the candidate");
             // Peeks of both states: the limit's is spent, the candidate's holds what it
             // admitted, whatever the limit answered.
-            let peek = Check {
-                policy: "strict",
-                key: &key,
-                params: limit,
-                cost: 0,
-            };
+            let peek = check("strict", &key, limit, 0);
             let (limit_left, candidate_left) = store
                 .check_with_candidate(&peek, &candidate, now)
                 .await
@@ -203,12 +197,7 @@ async fn candidate_keys_are_their_own() {
             params(Algorithm::Gcra, 3, 60_000, 3),
         ] {
             let key = format!("k-{}", candidate.algorithm);
-            let check = Check {
-                policy: "own",
-                key: &key,
-                params: limit,
-                cost: 2,
-            };
+            let check = check("own", &key, limit, 2);
             let (first, judged) = store
                 .check_with_candidate(&check, &candidate, now)
                 .await
@@ -252,12 +241,7 @@ async fn a_cost_beyond_the_candidate_is_a_rejection_not_an_error() {
     let limit = params(Algorithm::TokenBucket, 20, 60_000, 20);
     let candidate = params(Algorithm::FixedWindow, 3, 60_000, 3);
     for (name, store) in common::all_stores(&servers, "beyond").await {
-        let big = Check {
-            policy: "beyond",
-            key: "k",
-            params: limit,
-            cost: 5,
-        };
+        let big = check("beyond", "k", limit, 5);
         let (decision, judged) = store
             .check_with_candidate(&big, &candidate, now)
             .await
@@ -445,12 +429,7 @@ async fn a_candidate_rides_in_its_checks_call() {
         let limit = params(Algorithm::ALL[(i % 6) as usize], 1000, 60_000, 1000);
         let candidate = params(Algorithm::ALL[((i + 1) % 6) as usize], 500, 60_000, 500);
         let key = format!("user:{}", i % 17);
-        let check = Check {
-            policy: "calls",
-            key: &key,
-            params: limit,
-            cost: 1,
-        };
+        let check = check("calls", &key, limit, 1);
         store
             .check_with_candidate(&check, &candidate, common::now_ms())
             .await
@@ -649,12 +628,7 @@ async fn the_replicated_store_judges_candidates_locally() {
     let now = common::now_ms();
     let limit = params(Algorithm::FixedWindow, 5, 3_600_000, 5);
     let candidate = params(Algorithm::SlidingWindowLog, 2, 3_600_000, 2);
-    let check = Check {
-        policy: "r",
-        key: "k",
-        params: limit,
-        cost: 1,
-    };
+    let check = check("r", "k", limit, 1);
     let mut judged_allowed = 0;
     for i in 0..4 {
         let (decision, judged) = store
