@@ -119,25 +119,22 @@ pub(crate) fn validate(check: &Check<'_>) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// Refuses candidate parameters the scripts cannot decide with (the config refuses them
-/// first). Any cost is fine: one beyond the candidate's capacity is judged a rejection.
-fn validate_candidate(check: &Check<'_>, candidate: &Params) -> Result<(), StoreError> {
-    candidate.validate().map_err(|e| {
+/// The entry of the candidate `params` judging `check`: its keys under the limit's hash tag,
+/// and the cost it judges (see [`candidate_cost`]: any cost is fine, one beyond the
+/// candidate's capacity is judged a rejection). Refuses parameters the scripts cannot decide
+/// with (the config refuses them first).
+fn candidate_entry(prefix: &str, check: &Check<'_>, params: &Params) -> Result<Entry, StoreError> {
+    params.validate().map_err(|e| {
         StoreError::Backend(format!(
             "invalid candidate parameters for {}: {e}",
             check.policy
         ))
-    })
-}
-
-/// The entry of the candidate `params` judging `check`: its keys under the limit's hash tag,
-/// and the cost it judges (see [`candidate_cost`]).
-fn candidate_entry(prefix: &str, check: &Check<'_>, params: &Params) -> Entry {
-    Entry {
+    })?;
+    Ok(Entry {
         keys: keys::candidate_keys(prefix, check.policy, check.key, params.algorithm),
         params: *params,
         cost: candidate_cost(check.cost, params),
-    }
+    })
 }
 
 fn push_params(args: &mut Vec<String>, params: &Params, cost: u64) {
@@ -164,13 +161,9 @@ async fn one<C: ScriptRunner + ?Sized>(
             params: check.params,
             cost: check.cost,
         },
-        candidate: match candidate {
-            Some(params) => {
-                validate_candidate(check, params)?;
-                Some(candidate_entry(prefix, check, params))
-            }
-            None => None,
-        },
+        candidate: candidate
+            .map(|params| candidate_entry(prefix, check, params))
+            .transpose()?,
         now_ms,
     };
     let (decision, answered) = send(store, call).await?;
@@ -189,9 +182,8 @@ pub(crate) async fn candidate_alone<C: ScriptRunner + ?Sized>(
     params: &Params,
     now_ms: u64,
 ) -> Result<Decision, StoreError> {
-    validate_candidate(check, params)?;
     let call = CheckCall {
-        check: candidate_entry(&store.layout().prefix, check, params),
+        check: candidate_entry(&store.layout().prefix, check, params)?,
         candidate: None,
         now_ms,
     };
@@ -339,18 +331,16 @@ async fn all<C: ScriptRunner + ?Sized>(
         .iter()
         .map(|c| keys::limit_keys(prefix, c.policy, c.key, c.params.algorithm))
         .collect();
-    let mut judged: Vec<Option<Entry>> = Vec::new();
-    if candidates.iter().any(Option::is_some) {
-        for (check, candidate) in checks.iter().zip(candidates) {
-            judged.push(match candidate {
-                Some(params) => {
-                    validate_candidate(check, params)?;
-                    Some(candidate_entry(prefix, check, params))
-                }
-                None => None,
-            });
-        }
-    }
+    let judged: Vec<Option<Entry>> = checks
+        .iter()
+        .zip(candidates)
+        .map(|(check, candidate)| {
+            candidate
+                .as_ref()
+                .map(|params| candidate_entry(prefix, check, params))
+                .transpose()
+        })
+        .collect::<Result<_, _>>()?;
     // Groups of indices into `checks`, each group on one slot, in first-seen order.
     let mut groups: Vec<(u16, Vec<usize>)> = Vec::new();
     for (i, check_keys) in keys.iter().enumerate() {
