@@ -174,9 +174,18 @@ impl MemoryStore {
         candidate: &Params,
         now_ms: u64,
     ) -> Result<Decision, StoreError> {
-        let policy = candidate_policy(check.policy);
-        let judged = candidate_check(check, &policy, candidate);
-        let hash = hash_of(&self.hasher, &policy, check.key.as_bytes());
+        // The name on the stack: this runs once per check with a candidate.
+        let mut inline = [0u8; INLINE_NAME];
+        let owned;
+        let policy = match candidate_name(&mut inline, check.policy) {
+            Some(name) => name,
+            None => {
+                owned = candidate_policy(check.policy);
+                owned.as_str()
+            }
+        };
+        let judged = candidate_check(check, policy, candidate);
+        let hash = hash_of(&self.hasher, policy, check.key.as_bytes());
         let answered = self.decide_in(shard, hash, &judged, now_ms)?;
         Ok(candidate_decision(check.cost, candidate, answered))
     }
@@ -209,6 +218,20 @@ impl MemoryStore {
         }
         Ok(decision)
     }
+}
+
+/// Longest [`candidate_policy`] name built on the stack.
+const INLINE_NAME: usize = 64;
+
+/// [`candidate_policy`]`(policy)` written into `buf`, when it fits.
+fn candidate_name<'b>(buf: &'b mut [u8; INLINE_NAME], policy: &str) -> Option<&'b str> {
+    const SUFFIX: &[u8] = b"#candidate";
+    let len = policy.len() + SUFFIX.len();
+    let name = buf.get_mut(..len)?;
+    let (head, tail) = name.split_at_mut(policy.len());
+    head.copy_from_slice(policy.as_bytes());
+    tail.copy_from_slice(SUFFIX);
+    std::str::from_utf8(name).ok()
 }
 
 #[async_trait]
