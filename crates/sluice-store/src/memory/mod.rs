@@ -384,6 +384,29 @@ mod tests {
         assert_eq!(store.tracked_keys(), Some(0));
     }
 
+    #[test]
+    fn candidate_names_are_built_on_the_stack_when_they_fit() {
+        let mut buf = [0u8; INLINE_NAME];
+        assert_eq!(candidate_name(&mut buf, "public"), Some("public#candidate"));
+        let long = "p".repeat(INLINE_NAME);
+        assert_eq!(candidate_name(&mut buf, &long), None);
+        // A long name takes the allocated path, to the same state.
+        let store = MemoryStore::default();
+        let (limit, candidate) = (fixed(5, 60_000), fixed(1, 60_000));
+        let check = Check {
+            policy: &long,
+            ..check("k", limit, 1)
+        };
+        let judged = |store: &MemoryStore| {
+            store
+                .check_with_candidate_now(&check, &candidate, T0)
+                .and_then(Result::ok)
+                .map(|(_, judged)| judged.allowed)
+        };
+        assert_eq!(judged(&store), Some(true));
+        assert_eq!(judged(&store), Some(false));
+    }
+
     #[tokio::test]
     async fn candidate_states_are_keys_like_any_other() {
         let store = MemoryStore::new(MemoryStoreConfig {
