@@ -119,19 +119,31 @@ pub(crate) fn validate(check: &Check<'_>) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// The entry of the candidate `params` judging `check`: its keys under the limit's hash tag,
-/// and the cost it judges (see [`candidate_cost`]: any cost is fine, one beyond the
-/// candidate's capacity is judged a rejection). Refuses parameters the scripts cannot decide
-/// with (the config refuses them first).
-fn candidate_entry(prefix: &str, check: &Check<'_>, params: &Params) -> Result<Entry, StoreError> {
+/// The entry of the candidate `params` judging `check`: its keys under the limit's hash tag
+/// (`limit_key`: the first of the limit's keys, if at hand), and the cost it judges (see
+/// [`candidate_cost`]: any cost is fine, one beyond the candidate's capacity is judged a
+/// rejection). Refuses parameters the scripts cannot decide with (the config refuses them
+/// first).
+fn candidate_entry(
+    prefix: &str,
+    check: &Check<'_>,
+    limit_key: Option<&str>,
+    params: &Params,
+) -> Result<Entry, StoreError> {
     params.validate().map_err(|e| {
         StoreError::Backend(format!(
             "invalid candidate parameters for {}: {e}",
             check.policy
         ))
     })?;
+    let keys = match limit_key {
+        Some(limit_key) => {
+            keys::candidate_keys_beside(limit_key, check.params.algorithm, params.algorithm)
+        }
+        None => keys::candidate_keys(prefix, check.policy, check.key, params.algorithm),
+    };
     Ok(Entry {
-        keys: keys::candidate_keys(prefix, check.policy, check.key, params.algorithm),
+        keys,
         params: *params,
         cost: candidate_cost(check.cost, params),
     })
@@ -155,15 +167,17 @@ async fn one<C: ScriptRunner + ?Sized>(
 ) -> Result<Decided, StoreError> {
     validate(check)?;
     let prefix = &store.layout().prefix;
+    let keys = keys::limit_keys(prefix, check.policy, check.key, check.params.algorithm);
+    let candidate_entry = candidate
+        .map(|params| candidate_entry(prefix, check, keys.first().map(String::as_str), params))
+        .transpose()?;
     let call = CheckCall {
         check: Entry {
-            keys: keys::limit_keys(prefix, check.policy, check.key, check.params.algorithm),
+            keys,
             params: check.params,
             cost: check.cost,
         },
-        candidate: candidate
-            .map(|params| candidate_entry(prefix, check, params))
-            .transpose()?,
+        candidate: candidate_entry,
         now_ms,
     };
     let (decision, answered) = send(store, call).await?;
@@ -183,7 +197,7 @@ pub(crate) async fn candidate_alone<C: ScriptRunner + ?Sized>(
     now_ms: u64,
 ) -> Result<Decision, StoreError> {
     let call = CheckCall {
-        check: candidate_entry(&store.layout().prefix, check, params)?,
+        check: candidate_entry(&store.layout().prefix, check, None, params)?,
         candidate: None,
         now_ms,
     };
@@ -333,11 +347,13 @@ async fn all<C: ScriptRunner + ?Sized>(
         .collect();
     let judged: Vec<Option<Entry>> = checks
         .iter()
+        .zip(&keys)
         .zip(candidates)
-        .map(|(check, candidate)| {
+        .map(|((check, keys), candidate)| {
+            let limit_key = keys.first().map(String::as_str);
             candidate
                 .as_ref()
-                .map(|params| candidate_entry(prefix, check, params))
+                .map(|params| candidate_entry(prefix, check, limit_key, params))
                 .transpose()
         })
         .collect::<Result<_, _>>()?;

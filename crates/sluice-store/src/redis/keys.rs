@@ -79,6 +79,24 @@ pub fn candidate_keys(prefix: &str, policy: &str, key: &str, algorithm: Algorith
     state_keys(prefix, policy, key, CANDIDATE, algorithm)
 }
 
+/// [`candidate_keys`] from `limit_key`, the first of the [`limit_keys`] of the same limit
+/// under `limit_algorithm`: the candidate's keys share their stem `{prefix}:{<policy>:<key>}:`,
+/// so the policy and key are not encoded again (once per check with a candidate).
+pub(crate) fn candidate_keys_beside(
+    limit_key: &str,
+    limit_algorithm: Algorithm,
+    algorithm: Algorithm,
+) -> Vec<String> {
+    let suffix = suffixes(limit_algorithm).first().map_or(0, |s| s.len());
+    let stem = limit_key
+        .get(..limit_key.len().saturating_sub(suffix))
+        .unwrap_or_default();
+    suffixes(algorithm)
+        .iter()
+        .map(|suffix| join([stem, CANDIDATE, suffix]))
+        .collect()
+}
+
 /// `{prefix}:{<policy>:<key>}:<infix><suffix>` for each suffix of `algorithm`.
 fn state_keys(
     prefix: &str,
@@ -87,20 +105,20 @@ fn state_keys(
     infix: &str,
     algorithm: Algorithm,
 ) -> Vec<String> {
-    // Built by hand, not `format!`: this runs once per check.
     let (policy, key) = (encode(policy, true), encode(key, false));
     suffixes(algorithm)
         .iter()
-        .map(|suffix| {
-            let mut name = String::with_capacity(
-                prefix.len() + policy.len() + key.len() + infix.len() + suffix.len() + 5,
-            );
-            for part in [prefix, ":{", &policy, ":", &key, "}:", infix, suffix] {
-                name.push_str(part);
-            }
-            name
-        })
+        .map(|suffix| join([prefix, ":{", &policy, ":", &key, "}:", infix, suffix]))
         .collect()
+}
+
+/// `parts` end to end. By hand, not `format!`: this runs once per check.
+fn join<const N: usize>(parts: [&str; N]) -> String {
+    let mut name = String::with_capacity(parts.iter().map(|p| p.len()).sum());
+    for part in parts {
+        name.push_str(part);
+    }
+    name
 }
 
 /// The window hash of a replicated limit (scope = "replicated"): one Redis hash per window,
@@ -192,6 +210,17 @@ mod tests {
                 "rl:{p:a%7Db}:cand:swl:sum".to_owned()
             ]
         );
+        for key in ["user:1", "a}b", "{x}", "%7B"] {
+            for limit in Algorithm::ALL {
+                let first = &limit_keys("rl", "p:q", key, limit)[0];
+                for algorithm in Algorithm::ALL {
+                    assert_eq!(
+                        candidate_keys_beside(first, limit, algorithm),
+                        candidate_keys("rl", "p:q", key, algorithm)
+                    );
+                }
+            }
+        }
         let mut seen = std::collections::HashSet::new();
         for algorithm in Algorithm::ALL {
             let limit = limit_keys("rl", "p", "{k}", algorithm);
