@@ -45,7 +45,7 @@ impl<C: ScriptRunner + ?Sized> Store for ScriptStore<C> {
         Ok(decided.into_iter().map(|(decision, _)| decision).collect())
     }
 
-    /// One script call for both (see [`group`]).
+    /// One script call for both: two entries of the group script, side by side.
     async fn check_with_candidate(
         &self,
         check: &Check<'_>,
@@ -58,7 +58,7 @@ impl<C: ScriptRunner + ?Sized> Store for ScriptStore<C> {
         }
     }
 
-    /// The candidates in the batch's own calls (see [`all`]).
+    /// The candidates in the batch's own calls, judged after its all-or-nothing part.
     async fn check_all_with_candidates(
         &self,
         checks: &[Check<'_>],
