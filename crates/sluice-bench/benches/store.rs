@@ -1,4 +1,4 @@
-//! Keyed decision throughput in process: sluice's `MemoryStore` against governor's
+//! Keyed decision throughput in process (`keyed`): sluice's `MemoryStore` against governor's
 //! `DefaultKeyedRateLimiter` on the same workload: GCRA (governor's only algorithm), a limit
 //! no key reaches (every check allowed and consumed), keys drawn uniformly from 1k or 1M,
 //! on 1 and 2 threads. Time per element is wall time divided by checks of all threads, so
@@ -6,7 +6,13 @@
 //!
 //! The algorithms' own decision cost (no store) is `crates/sluice-core/benches/decide.rs`.
 //!
+//! `candidate`: a check with and without a candidate limit beside it (same algorithm, another
+//! limit, neither reached), side by side: the memory store on 1 thread (the daemon's at-once
+//! path), and a real redis-server started by the testkit, one task at a time (a round trip
+//! each) and 64 tasks at once (group commit: Redis's work per check is what bounds it).
+//!
 //! `CARGO_TARGET_DIR=/work/target-d cargo bench -p sluice-bench --bench store`
+//! (`-- candidate` for that group alone)
 
 // A bench is not reachable from input: a failed set-up should stop it loudly.
 #![allow(clippy::unwrap_used)]
@@ -15,6 +21,7 @@ use std::future::Future;
 use std::hint::black_box;
 use std::num::NonZeroU32;
 use std::pin::pin;
+use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -22,7 +29,7 @@ use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_m
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 use sluice_bench::Rng;
 use sluice_core::{Algorithm, Params};
-use sluice_store::{Check, MemoryStore, MemoryStoreConfig, Store};
+use sluice_store::{Check, MemoryStore, MemoryStoreConfig, RedisStore, RedisStoreConfig, Store};
 
 const LIMIT: u32 = 1_000_000_000;
 
@@ -171,12 +178,160 @@ fn keyed(c: &mut Criterion) {
     group.finish();
 }
 
+/// A check of `key` with or without the candidate.
+struct Candidate {
+    params: Params,
+    candidate: Option<Params>,
+}
+
+impl Candidate {
+    fn check<'a>(&self, key: &'a str) -> Check<'a> {
+        Check {
+            policy: "bench",
+            key,
+            params: self.params,
+            cost: 1,
+        }
+    }
+
+    /// The daemon's at-once path (memory).
+    fn now(&self, store: &MemoryStore, key: &str, now_ms: u64) -> bool {
+        let check = self.check(key);
+        match &self.candidate {
+            Some(candidate) => {
+                let (decision, judged) = store
+                    .check_with_candidate_now(&check, candidate, now_ms)
+                    .unwrap()
+                    .unwrap();
+                decision.allowed && judged.allowed
+            }
+            None => store.check_now(&check, now_ms).unwrap().unwrap().allowed,
+        }
+    }
+
+    async fn awaited(&self, store: &dyn Store, key: &str, now_ms: u64) -> bool {
+        let check = self.check(key);
+        match &self.candidate {
+            Some(candidate) => {
+                let (decision, judged) = store
+                    .check_with_candidate(&check, candidate, now_ms)
+                    .await
+                    .unwrap();
+                decision.allowed && judged.allowed
+            }
+            None => store.check(&check, now_ms).await.unwrap().allowed,
+        }
+    }
+}
+
+fn candidate(c: &mut Criterion) {
+    let params = Params::new(Algorithm::TokenBucket, 1_000_000, 1000, 1_000_000).unwrap();
+    let beside = Params::new(Algorithm::TokenBucket, 1_500_000, 1000, 1_500_000).unwrap();
+    let rows = [
+        (
+            "check",
+            Candidate {
+                params,
+                candidate: None,
+            },
+        ),
+        (
+            "with_candidate",
+            Candidate {
+                params,
+                candidate: Some(beside),
+            },
+        ),
+    ];
+    let keys = keys(1_000);
+    let clock = UnixClock::new();
+    let mut group = c.benchmark_group("candidate");
+    group.throughput(Throughput::Elements(1));
+
+    let memory = MemoryStore::default();
+    for (name, row) in &rows {
+        for key in &keys {
+            row.now(&memory, key, clock.now_ms());
+        }
+        group.bench_function(BenchmarkId::new("memory", name), |b| {
+            let mut rng = Rng::new(7);
+            b.iter(|| {
+                let key = &keys[rng.below(keys.len() as u64) as usize];
+                black_box(row.now(&memory, key, clock.now_ms()))
+            });
+        });
+    }
+
+    let server = sluice_testkit::RedisServer::start();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let redis: Arc<dyn Store> = Arc::new(runtime.block_on(async {
+        RedisStore::new(RedisStoreConfig {
+            url: server.url(),
+            timeout: Duration::from_secs(1),
+            ..RedisStoreConfig::default()
+        })
+        .unwrap()
+    }));
+    let keys = Arc::new(keys);
+    let clock = Arc::new(clock);
+    let rows: Vec<(&str, Arc<Candidate>)> = rows
+        .into_iter()
+        .map(|(name, row)| (name, Arc::new(row)))
+        .collect();
+    for tasks in [1u64, 64] {
+        for (name, row) in &rows {
+            group.bench_function(BenchmarkId::new(format!("redis_{tasks}tasks"), name), |b| {
+                b.to_async(&runtime).iter_custom(|iters| {
+                    let (redis, keys, clock, row) = (
+                        Arc::clone(&redis),
+                        Arc::clone(&keys),
+                        Arc::clone(&clock),
+                        Arc::clone(row),
+                    );
+                    async move {
+                        let per_task = iters.div_ceil(tasks);
+                        let start = Instant::now();
+                        let running: Vec<_> = (0..tasks)
+                            .map(|t| {
+                                let (redis, keys, clock, row) = (
+                                    Arc::clone(&redis),
+                                    Arc::clone(&keys),
+                                    Arc::clone(&clock),
+                                    Arc::clone(&row),
+                                );
+                                tokio::spawn(async move {
+                                    let mut rng = Rng::new(t * 7919 + 1);
+                                    for _ in 0..per_task {
+                                        let key = &keys[rng.below(keys.len() as u64) as usize];
+                                        black_box(
+                                            row.awaited(redis.as_ref(), key, clock.now_ms()).await,
+                                        );
+                                    }
+                                })
+                            })
+                            .collect();
+                        for task in running {
+                            task.await.unwrap();
+                        }
+                        start.elapsed()
+                    }
+                });
+            });
+        }
+    }
+    group.finish();
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default()
         .sample_size(10)
         .warm_up_time(Duration::from_millis(500))
         .measurement_time(Duration::from_secs(2));
-    targets = keyed
+    targets = keyed, candidate
 }
 criterion_main!(benches);

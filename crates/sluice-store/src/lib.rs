@@ -29,7 +29,9 @@
 //! `{prefix}:{<policy>:<key>}:<suffix>`, every key with a TTL of the time until its state is
 //! fresh again plus the store's [`expiry_grace`], so a check that queued past an edge still
 //! finds the state it was stamped against. A batch is one script when its keys share a slot (always on a
-//! single server) and consume-then-refund across slots on a cluster.
+//! single server) and consume-then-refund across slots on a cluster. A candidate limit judged
+//! beside a check ([`Store::check_with_candidate`]) rides in the check's own call, its keys
+//! `cand:<suffix>` under the limit's hash tag; on memory both are decided under one lock.
 //!
 //! A check whose cost exceeds its policy's capacity is refused once on each path: by the
 //! core's decision in memory, before anything is sent on Redis (whose scripts assume valid

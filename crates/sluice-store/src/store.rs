@@ -24,11 +24,52 @@ pub struct Check<'a> {
 
 /// The name a candidate limit's state of `policy` is kept under by the stores that keep it as
 /// a policy of its own (memory): `#` never appears in a policy name, so no policy shares it.
+/// (The Redis stores keep it under the limit's own hash tag instead, see [`keys`](crate::keys).)
 pub fn candidate_policy(policy: &str) -> String {
     let mut name = String::with_capacity(policy.len() + 10);
     name.push_str(policy);
     name.push_str("#candidate");
     name
+}
+
+/// The cost a candidate judges a check of `cost` at: the cost itself, or 0 (a peek of its
+/// state) when the cost exceeds the candidate's capacity, which it could never admit: the
+/// candidate then "would reject" ([`candidate_decision`]), and the caller, whose check was
+/// valid for the limit in force, gets no error for it.
+pub(crate) fn candidate_cost(cost: u64, candidate: &Params) -> u64 {
+    if cost > candidate.capacity() { 0 } else { cost }
+}
+
+/// The candidate's decision from what its state answered for [`candidate_cost`]: for a cost
+/// beyond its capacity, a rejection describing the state as the peek found it (it never
+/// passes, so no `retry_after`).
+pub(crate) fn candidate_decision(cost: u64, candidate: &Params, answered: Decision) -> Decision {
+    if cost > candidate.capacity() {
+        Decision {
+            allowed: false,
+            retry_after_ms: 0,
+            delay_ms: 0,
+            ..answered
+        }
+    } else {
+        answered
+    }
+}
+
+/// The check a candidate is judged with, where it is kept as a policy of its own (the default
+/// methods, memory): `check`'s key and cost (see [`candidate_cost`]) under `candidate`, on the
+/// state named `policy` ([`candidate_policy`]).
+pub(crate) fn candidate_check<'a>(
+    check: &Check<'a>,
+    policy: &'a str,
+    candidate: &Params,
+) -> Check<'a> {
+    Check {
+        policy,
+        params: *candidate,
+        cost: candidate_cost(check.cost, candidate),
+        key: check.key,
+    }
 }
 
 /// The backends sluice can keep state in.
@@ -99,11 +140,15 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// Decides `check` as [`Store::check`] does and, beside it, `candidate`: the same policy
     /// and key under the candidate limit's parameters, on a state of its own, consumed when
     /// the candidate alone would allow, whatever `check`'s answer. Answers `check`'s decision
-    /// (the one the caller gets) and the candidate's.
+    /// (exactly what [`Store::check`] would have answered: the candidate never changes it) and
+    /// the candidate's. A cost beyond the candidate's capacity is no error: the candidate
+    /// would reject it (allowed false, its state unchanged, no `retry_after`).
     ///
     /// The default decides the candidate by a second call, on the state of
-    /// [`candidate_policy`]`(policy)`; the Redis stores override it so both go in one script
-    /// call (one round trip per check or group, with or without a candidate).
+    /// [`candidate_policy`]`(policy)`; the memory store decides both under one lock, the
+    /// Redis stores in one script call (one round trip per check or group, with or without a
+    /// candidate), the candidate's keys under the limit's hash tag. The replicated store
+    /// decides the candidate on this region's backend alone (not replicated).
     async fn check_with_candidate(
         &self,
         check: &Check<'_>,
@@ -112,15 +157,16 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     ) -> Result<(Decision, Decision), StoreError> {
         let decision = self.check(check, now_ms).await?;
         let policy = candidate_policy(check.policy);
-        let judged = Check {
-            policy: &policy,
-            params: *candidate,
-            ..*check
-        };
-        Ok((decision, self.check(&judged, now_ms).await?))
+        let judged = candidate_check(check, &policy, candidate);
+        let answered = self.check(&judged, now_ms).await?;
+        Ok((
+            decision,
+            candidate_decision(check.cost, candidate, answered),
+        ))
     }
 
-    /// [`Store::check_with_candidate`] at once, for the stores [`Store::check_now`] serves.
+    /// [`Store::check_with_candidate`] at once, for the stores [`Store::check_now`] serves;
+    /// `None` for the others.
     fn check_with_candidate_now(
         &self,
         check: &Check<'_>,
@@ -132,18 +178,21 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
             Err(e) => return Some(Err(e)),
         };
         let policy = candidate_policy(check.policy);
-        let judged = Check {
-            policy: &policy,
-            params: *candidate,
-            ..*check
-        };
-        Some(self.check_now(&judged, now_ms)?.map(|c| (decision, c)))
+        let judged = candidate_check(check, &policy, candidate);
+        Some(self.check_now(&judged, now_ms)?.map(|answered| {
+            (
+                decision,
+                candidate_decision(check.cost, candidate, answered),
+            )
+        }))
     }
 
     /// [`Store::check_all`] with candidates: `candidates[i]` (when set) is judged beside
     /// `checks[i]` on its own, consumed when it alone would allow, whatever the batch's
+    /// answer (a denied batch consumes nothing of its limits, but its candidates judge each
+    /// check as if alone). The checks' decisions are exactly what [`Store::check_all`] would
     /// answer. The default makes one more call per candidate; the Redis stores carry the
-    /// candidates in the batch's own call.
+    /// candidates in the batch's own call (on a cluster, in the call of their check's slot).
     async fn check_all_with_candidates(
         &self,
         checks: &[Check<'_>],
@@ -152,16 +201,17 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     ) -> Result<Vec<(Decision, Option<Decision>)>, StoreError> {
         let decisions = self.check_all(checks, now_ms).await?;
         let mut out = Vec::with_capacity(decisions.len());
-        for (i, decision) in decisions.into_iter().enumerate() {
-            let judged = match candidates.get(i).copied().flatten() {
+        for ((decision, check), candidate) in decisions
+            .into_iter()
+            .zip(checks)
+            .zip(candidates.iter().copied().chain(std::iter::repeat(None)))
+        {
+            let judged = match candidate {
                 Some(params) => {
-                    let policy = candidate_policy(checks[i].policy);
-                    let judged = Check {
-                        policy: &policy,
-                        params,
-                        ..checks[i]
-                    };
-                    Some(self.check(&judged, now_ms).await?)
+                    let policy = candidate_policy(check.policy);
+                    let judged = candidate_check(check, &policy, &params);
+                    let answered = self.check(&judged, now_ms).await?;
+                    Some(candidate_decision(check.cost, &params, answered))
                 }
                 None => None,
             };

@@ -9,20 +9,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use sluice_core::{Algorithm, Params};
-use sluice_store::{BatchObserver, Check, StoreKind};
+use sluice_store::Check;
 
 const TASKS: usize = 40;
 const PER_TASK: usize = 25; // 1000 checks per key
-
-/// The largest group of checks a script call carried.
-#[derive(Debug, Default)]
-struct LargestGroup(AtomicU64);
-
-impl BatchObserver for LargestGroup {
-    fn batch(&self, _backend: StoreKind, checks: usize) {
-        self.0.fetch_max(checks as u64, Ordering::Relaxed);
-    }
-}
 
 /// Every check at the same `now` (no refill, no window edge): exactly the capacity passes,
 /// on Redis through group commit (checks queued behind a call in flight go as one call).
@@ -31,7 +21,7 @@ async fn concurrent_checks_admit_exactly_the_limit() {
     let servers = common::Servers::start();
     let now = common::now_ms();
     for (name, store) in common::all_stores(&servers, "conc").await {
-        let largest = Arc::new(LargestGroup::default());
+        let largest = Arc::new(common::LargestGroup::default());
         store.set_batch_observer(largest.clone());
         for algorithm in Algorithm::ALL {
             let params = Params::new(algorithm, 300, 3_600_000, 300).unwrap();
@@ -74,20 +64,6 @@ async fn concurrent_checks_admit_exactly_the_limit() {
     }
 }
 
-/// Checks and the script calls that carried them.
-#[derive(Debug, Default)]
-struct Carried {
-    checks: AtomicU64,
-    calls: AtomicU64,
-}
-
-impl BatchObserver for Carried {
-    fn batch(&self, _backend: StoreKind, checks: usize) {
-        self.checks.fetch_add(checks as u64, Ordering::Relaxed);
-        self.calls.fetch_add(1, Ordering::Relaxed);
-    }
-}
-
 /// Many tasks over many keys (on as many slots, in a cluster): every key admits exactly its
 /// limit, and on Redis the checks went grouped, several per call. On a cluster that needs a
 /// group per master: keys on distinct slots would rarely wait behind each other on one slot.
@@ -110,7 +86,7 @@ async fn many_keys_group_per_master_and_admit_exactly() {
         let params = Params::new(algorithm, LIMIT, 3_600_000, LIMIT).unwrap();
         let prefix = format!("many-{algorithm}");
         for (name, store) in common::all_stores(&servers, &prefix).await {
-            let carried = Arc::new(Carried::default());
+            let carried = Arc::new(common::Carried::default());
             store.set_batch_observer(carried.clone());
             let admitted: Arc<Vec<AtomicU64>> =
                 Arc::new((0..KEYS).map(|_| AtomicU64::new(0)).collect());

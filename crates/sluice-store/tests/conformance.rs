@@ -103,18 +103,6 @@ async fn the_replicated_store_answers_the_conformance_table() {
     }
 }
 
-/// A small deterministic generator for batch sequences.
-struct Rng(u64);
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        (self.0 >> 33) % n.max(1)
-    }
-}
-
 /// Random all-or-nothing batches (mixed algorithms, keys on many slots, repeated keys in one
 /// batch) replayed on every backend give exactly the memory store's decisions, which are
 /// all-or-nothing by construction: so a denied batch leaves every key as if it never ran,
@@ -147,7 +135,7 @@ async fn batches_match_the_reference_on_every_backend() {
         .collect();
     let keys = ["k0", "k1", "k2", "k3", "a}b", "{x}"];
     // The script: (at offset, checks as (policy index, key index, cost)).
-    let mut rng = Rng(7);
+    let mut rng = common::Rng(7);
     let mut now = sluice_core::conformance::BASE_MS;
     let mut script = Vec::new();
     for _ in 0..300 {
@@ -232,7 +220,7 @@ async fn batches_match_the_reference_on_every_backend() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn clocks_going_backwards_decide_alike() {
     let servers = common::Servers::start();
-    let mut rng = Rng(99);
+    let mut rng = common::Rng(99);
     let mut sequences = Vec::new();
     for algorithm in Algorithm::ALL {
         for (limit, window_ms, burst) in [(5, 1000, 8), (7, 300, 3), (3, 10_000, 3)] {
@@ -266,7 +254,7 @@ async fn clocks_going_backwards_decide_alike() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn limit_changes_keep_state_alike() {
     let servers = common::Servers::start();
-    let mut rng = Rng(7);
+    let mut rng = common::Rng(7);
     let mut sequences = Vec::new();
     for algorithm in Algorithm::ALL {
         let small = Params::new(algorithm, 4, 1000, 4).unwrap();

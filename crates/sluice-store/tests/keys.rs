@@ -7,7 +7,7 @@
 mod common;
 
 use sluice_core::{Algorithm, Params, State};
-use sluice_store::keys::{key_slot, limit_keys, slot};
+use sluice_store::keys::{candidate_keys, key_slot, limit_keys, slot};
 use sluice_store::{Check, Store};
 use sluice_testkit::info_field;
 
@@ -83,7 +83,8 @@ const SLOW_FIRST_CALL_MS: u64 = 50;
 
 /// PTTL of every key after a run of checks reaches past the state's expiry (as the core
 /// computes it) by the store's expiry grace, so a check that queued past the edge finds it,
-/// and no further; within two windows and the grace for these shapes.
+/// and no further; within two windows and the grace for these shapes. Candidate limits'
+/// keys alike.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn every_key_has_a_ttl_within_its_state_expiry() {
     let servers = common::Servers::start();
@@ -98,48 +99,67 @@ async fn every_key_has_a_ttl_within_its_state_expiry() {
         ),
     ];
     let window = 10_000;
+    let grace = sluice_store::expiry_grace(common::TEST_TIMEOUT).as_millis() as u64;
     for (name, store, cli) in &stores {
         for algorithm in Algorithm::ALL {
             let params = Params::new(algorithm, 10, window, 10).unwrap();
-            let key = format!("k-{algorithm}");
-            let mut state = State::Fresh;
-            let mut now = 0;
-            for i in 0..6 {
-                now = common::now_ms();
-                let check = Check {
-                    policy: "ttl",
-                    key: &key,
-                    params,
-                    cost: 1 + i % 2,
+            // Each state twice: as a limit, checked alone, and as the candidate of a check of
+            // a limit it never reaches (its keys `cand:<suffix>`, in the same call).
+            let in_force = Params::new(Algorithm::FixedWindow, 100, window, 100).unwrap();
+            for candidate in [false, true] {
+                let key = format!("{}-{algorithm}", if candidate { "c" } else { "k" });
+                let mut state = State::Fresh;
+                let mut now = 0;
+                for i in 0..6 {
+                    now = common::now_ms();
+                    let mut check = Check {
+                        policy: "ttl",
+                        key: &key,
+                        params,
+                        cost: 1 + i % 2,
+                    };
+                    let got = if candidate {
+                        check.params = in_force;
+                        store
+                            .check_with_candidate(&check, &params, now)
+                            .await
+                            .unwrap()
+                            .1
+                    } else {
+                        store.check(&check, now).await.unwrap()
+                    };
+                    let want = sluice_core::decide(&params, &mut state, now, check.cost).unwrap();
+                    assert_eq!(got, want, "{name} {algorithm} candidate {candidate}");
+                }
+                let expires = sluice_core::expires_at(&params, &state);
+                let redis_keys = if candidate {
+                    candidate_keys("ttl", "ttl", &key, algorithm)
+                } else {
+                    limit_keys("ttl", "ttl", &key, algorithm)
                 };
-                let got = store.check(&check, now).await.unwrap();
-                let want = sluice_core::decide(&params, &mut state, now, check.cost).unwrap();
-                assert_eq!(got, want, "{name} {algorithm}");
-            }
-            let expires = sluice_core::expires_at(&params, &state);
-            let grace = sluice_store::expiry_grace(common::TEST_TIMEOUT).as_millis() as u64;
-            for redis_key in limit_keys("ttl", "ttl", &key, algorithm) {
-                let pttl: i64 = cli(&["PTTL", &redis_key]).trim().parse().unwrap();
-                let asked = common::now_ms();
-                assert!(pttl > 0, "{name} {redis_key}: PTTL {pttl}");
-                let pttl = pttl as u64;
-                // A window's TTL is set by its first write (KEEPTTL after), counted from when
-                // Redis ran that write: a first call slower than the last (a cold connection)
-                // leaves a few ms more than `now` says.
-                assert!(
-                    pttl <= expires - now + grace + SLOW_FIRST_CALL_MS,
-                    "{name} {redis_key}: PTTL {pttl} > expiry in {} + grace {grace}",
-                    expires - now
-                );
-                assert!(
-                    asked + pttl >= expires + grace,
-                    "{name} {redis_key}: gone {} ms before expiry + grace",
-                    expires + grace - asked - pttl
-                );
-                assert!(
-                    pttl <= 2 * window + grace,
-                    "{name} {redis_key}: PTTL {pttl}"
-                );
+                for redis_key in redis_keys {
+                    let pttl: i64 = cli(&["PTTL", &redis_key]).trim().parse().unwrap();
+                    let asked = common::now_ms();
+                    assert!(pttl > 0, "{name} {redis_key}: PTTL {pttl}");
+                    let pttl = pttl as u64;
+                    // A window's TTL is set by its first write (KEEPTTL after), counted from
+                    // when Redis ran that write: a first call slower than the last (a cold
+                    // connection) leaves a few ms more than `now` says.
+                    assert!(
+                        pttl <= expires - now + grace + SLOW_FIRST_CALL_MS,
+                        "{name} {redis_key}: PTTL {pttl} > expiry in {} + grace {grace}",
+                        expires - now
+                    );
+                    assert!(
+                        asked + pttl >= expires + grace,
+                        "{name} {redis_key}: gone {} ms before expiry + grace",
+                        expires + grace - asked - pttl
+                    );
+                    assert!(
+                        pttl <= 2 * window + grace,
+                        "{name} {redis_key}: PTTL {pttl}"
+                    );
+                }
             }
         }
     }
@@ -217,16 +237,6 @@ async fn batches_over_many_slots_work_on_the_cluster() {
     }
 }
 
-fn evalsha_calls(commandstats: &str) -> u64 {
-    info_field(commandstats, "cmdstat_evalsha")
-        .and_then(|v| {
-            v.split(',')
-                .find_map(|kv| kv.strip_prefix("calls=").map(str::to_owned))
-        })
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0)
-}
-
 /// Exactly one EVALSHA per check (the script body is never sent again), on Redis and on the
 /// cluster (summed over the masters).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -271,7 +281,7 @@ async fn each_check_is_exactly_one_evalsha() {
         let mut report = Vec::new();
         for port in ports {
             let stats = sluice_testkit::cli(*port, &["INFO", "commandstats"]);
-            evalsha += evalsha_calls(&stats);
+            evalsha += common::evalsha_calls(&stats);
             eval += u64::from(info_field(&stats, "cmdstat_eval").is_some());
             load += u64::from(info_field(&stats, "cmdstat_script|load").is_some());
             report.extend(
@@ -302,5 +312,5 @@ async fn each_check_is_exactly_one_evalsha() {
     sluice_testkit::cli(servers.redis.port(), &["CONFIG", "RESETSTAT"]);
     redis.check_all(&batch, common::now_ms()).await.unwrap();
     let stats = servers.redis.cli(&["INFO", "commandstats"]);
-    assert_eq!(evalsha_calls(&stats), 1);
+    assert_eq!(common::evalsha_calls(&stats), 1);
 }

@@ -484,6 +484,17 @@ impl RedisCluster {
     /// time get ASK for the keys already moved), then `SETSLOT NODE` on the target, the source and every other
     /// master. Returns how many keys moved.
     pub fn migrate_slot(&self, slot: u16, to: usize, pause: Duration) -> usize {
+        self.migrate_slot_in(slot, to, pause, true)
+    }
+
+    /// As [`migrate_slot`](Self::migrate_slot), but one key at a time, a hash tag's keys
+    /// apart (as `redis-cli --cluster reshard` may, moving ten keys a MIGRATE whatever their
+    /// tag): for `pause` after each key, a limit's keys are on two nodes.
+    pub fn migrate_slot_key_by_key(&self, slot: u16, to: usize, pause: Duration) -> usize {
+        self.migrate_slot_in(slot, to, pause, false)
+    }
+
+    fn migrate_slot_in(&self, slot: u16, to: usize, pause: Duration, by_tag: bool) -> usize {
         let from = self.master_of_slot(slot);
         assert_ne!(from, to, "slot {slot} is already on node {to}");
         let (src, dst) = (self.nodes[from].port, self.nodes[to].port);
@@ -510,7 +521,11 @@ impl RedisCluster {
                 break;
             };
             let tag = hash_tag(first);
-            let group: Vec<&str> = keys.lines().filter(|k| hash_tag(k) == tag).collect();
+            let group: Vec<&str> = if by_tag {
+                keys.lines().filter(|k| hash_tag(k) == tag).collect()
+            } else {
+                vec![first]
+            };
             let port = dst.to_string();
             let mut args = vec!["MIGRATE", "127.0.0.1", &port, "", "0", "5000", "KEYS"];
             args.extend(&group);

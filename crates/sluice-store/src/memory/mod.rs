@@ -7,7 +7,9 @@
 //! less; a key that has used up its limit would get all of it back, so it goes last. Sampling
 //! keeps an eviction at a fixed cost whatever the shard's size.
 //!
-//! Here: the store, its config and one check under one shard's lock. Beside it:
+//! Here: the store, its config and one check under one shard's lock (with a candidate limit,
+//! both under that lock: the candidate's state lives in its check's shard, as a key of the
+//! policy `<policy>#candidate`, tracked and bounded like any other). Beside it:
 //! - `keys.rs`: the key table of one policy in one shard (packed slots, hash index, expiry);
 //! - `shard.rs`: a shard, the key tables of its policies;
 //! - `eviction.rs`: which key a full shard forgets;
@@ -28,12 +30,16 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use ahash::RandomState;
 use async_trait::async_trait;
 use parking_lot::Mutex;
-use sluice_core::{Decision, State};
+use sluice_core::{Decision, Params, State};
 
 use self::keys::{Expiry, hash_of};
 use self::overrides::Overrides;
 use self::shard::Shard;
-use crate::{Check, OverrideStore, SettingKind, Store, StoreError, StoreKind, StoredSetting};
+use crate::store::{candidate_check, candidate_decision};
+use crate::{
+    Check, OverrideStore, SettingKind, Store, StoreError, StoreKind, StoredSetting,
+    candidate_policy,
+};
 
 /// Sizing of a [`MemoryStore`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -131,6 +137,70 @@ impl MemoryStore {
     fn decide(&self, check: &Check<'_>, now_ms: u64) -> Result<Decision, StoreError> {
         let (hash, at) = self.locate(check.policy, check.key);
         let mut shard = self.shards[at].lock();
+        self.decide_in(&mut shard, hash, check, now_ms)
+    }
+
+    /// Decides `check` and, beside it, the candidate limit `candidate` under one lock: the
+    /// candidate's state lives in its check's shard, as a key of the policy
+    /// [`candidate_policy`]`(policy)` (so it is tracked, bounded by `max_keys`, evicted and
+    /// forgotten like any other key, and counted under that name).
+    fn decide_with_candidate(
+        &self,
+        check: &Check<'_>,
+        candidate: &Params,
+        now_ms: u64,
+    ) -> Result<(Decision, Decision), StoreError> {
+        let (hash, at) = self.locate(check.policy, check.key);
+        let mut shard = self.shards[at].lock();
+        let decision = self.decide_in(&mut shard, hash, check, now_ms)?;
+        Ok((decision, self.judge(&mut shard, check, candidate, now_ms)?))
+    }
+
+    /// Decides the candidate limit `candidate` of `check` alone (a batch's candidates, after
+    /// the batch), on the state [`decide_with_candidate`](Self::decide_with_candidate) keeps.
+    fn decide_candidate(
+        &self,
+        check: &Check<'_>,
+        candidate: &Params,
+        now_ms: u64,
+    ) -> Result<Decision, StoreError> {
+        let (_, at) = self.locate(check.policy, check.key);
+        let mut shard = self.shards[at].lock();
+        self.judge(&mut shard, check, candidate, now_ms)
+    }
+
+    /// The candidate's decision of `check` in `shard`, the check's shard (locked).
+    fn judge(
+        &self,
+        shard: &mut Shard,
+        check: &Check<'_>,
+        candidate: &Params,
+        now_ms: u64,
+    ) -> Result<Decision, StoreError> {
+        // The name on the stack: this runs once per check with a candidate.
+        let mut inline = [0u8; INLINE_NAME];
+        let owned;
+        let policy = match candidate_name(&mut inline, check.policy) {
+            Some(name) => name,
+            None => {
+                owned = candidate_policy(check.policy);
+                owned.as_str()
+            }
+        };
+        let judged = candidate_check(check, policy, candidate);
+        let hash = hash_of(&self.hasher, policy, check.key.as_bytes());
+        let answered = self.decide_in(shard, hash, &judged, now_ms)?;
+        Ok(candidate_decision(check.cost, candidate, answered))
+    }
+
+    /// Decides one check in `shard` (its shard, locked), `hash` its key's.
+    fn decide_in(
+        &self,
+        shard: &mut Shard,
+        hash: u64,
+        check: &Check<'_>,
+        now_ms: u64,
+    ) -> Result<Decision, StoreError> {
         if let Some(keys) = shard.keys_mut(check.policy)
             && let Some(at) = keys.position(hash, check.key)
         {
@@ -147,10 +217,24 @@ impl MemoryStore {
         let decision = sluice_core::decide(&check.params, &mut state, now_ms, check.cost)?;
         // A peek at an unknown key, or a denial of one, leaves nothing worth remembering.
         if check.cost > 0 && decision.allowed {
-            self.put(&mut shard, hash, check, state, now_ms);
+            self.put(shard, hash, check, state, now_ms);
         }
         Ok(decision)
     }
+}
+
+/// Longest [`candidate_policy`] name built on the stack.
+const INLINE_NAME: usize = 64;
+
+/// [`candidate_policy`]`(policy)` written into `buf`, when it fits.
+fn candidate_name<'b>(buf: &'b mut [u8; INLINE_NAME], policy: &str) -> Option<&'b str> {
+    const SUFFIX: &[u8] = b"#candidate";
+    let len = policy.len() + SUFFIX.len();
+    let name = buf.get_mut(..len)?;
+    let (head, tail) = name.split_at_mut(policy.len());
+    head.copy_from_slice(policy.as_bytes());
+    tail.copy_from_slice(SUFFIX);
+    std::str::from_utf8(name).ok()
 }
 
 #[async_trait]
@@ -173,6 +257,45 @@ impl Store for MemoryStore {
         now_ms: u64,
     ) -> Result<Vec<Decision>, StoreError> {
         self.decide_all(checks, now_ms)
+    }
+
+    async fn check_with_candidate(
+        &self,
+        check: &Check<'_>,
+        candidate: &Params,
+        now_ms: u64,
+    ) -> Result<(Decision, Decision), StoreError> {
+        self.decide_with_candidate(check, candidate, now_ms)
+    }
+
+    fn check_with_candidate_now(
+        &self,
+        check: &Check<'_>,
+        candidate: &Params,
+        now_ms: u64,
+    ) -> Option<Result<(Decision, Decision), StoreError>> {
+        Some(self.decide_with_candidate(check, candidate, now_ms))
+    }
+
+    async fn check_all_with_candidates(
+        &self,
+        checks: &[Check<'_>],
+        candidates: &[Option<Params>],
+        now_ms: u64,
+    ) -> Result<Vec<(Decision, Option<Decision>)>, StoreError> {
+        let decisions = self.decide_all(checks, now_ms)?;
+        let mut candidates = candidates.iter();
+        decisions
+            .into_iter()
+            .zip(checks)
+            .map(|(decision, check)| match candidates.next() {
+                Some(Some(params)) => Ok((
+                    decision,
+                    Some(self.decide_candidate(check, params, now_ms)?),
+                )),
+                _ => Ok((decision, None)),
+            })
+            .collect()
     }
 
     fn tracked_keys(&self) -> Option<u64> {
@@ -266,6 +389,74 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(store.tracked_keys(), Some(0));
+    }
+
+    #[test]
+    fn candidate_names_are_built_on_the_stack_when_they_fit() {
+        let mut buf = [0u8; INLINE_NAME];
+        assert_eq!(candidate_name(&mut buf, "public"), Some("public#candidate"));
+        let long = "p".repeat(INLINE_NAME);
+        assert_eq!(candidate_name(&mut buf, &long), None);
+        // A long name takes the allocated path, to the same state.
+        let store = MemoryStore::default();
+        let (limit, candidate) = (fixed(5, 60_000), fixed(1, 60_000));
+        let check = Check {
+            policy: &long,
+            ..check("k", limit, 1)
+        };
+        let judged = |store: &MemoryStore| {
+            store
+                .check_with_candidate_now(&check, &candidate, T0)
+                .and_then(Result::ok)
+                .map(|(_, judged)| judged.allowed)
+        };
+        assert_eq!(judged(&store), Some(true));
+        assert_eq!(judged(&store), Some(false));
+    }
+
+    #[tokio::test]
+    async fn candidate_states_are_keys_like_any_other() {
+        let store = MemoryStore::new(MemoryStoreConfig {
+            max_keys: 8,
+            shards: 1,
+            ..MemoryStoreConfig::default()
+        });
+        // A candidate far from its limit: its states give away least, so they go first.
+        let (limit, candidate) = (fixed(5, 60_000), fixed(50, 1000));
+        let keys: Vec<String> = (0..12).map(|i| format!("k{i}")).collect();
+        for key in &keys[..4] {
+            let check = check(key, limit, 1);
+            store
+                .check_with_candidate(&check, &candidate, T0)
+                .await
+                .unwrap();
+        }
+        // Four keys, each with its candidate's state: eight tracked.
+        assert_eq!(store.tracked_keys(), Some(8));
+        // The candidates' states (a 1 s window) are swept as soon as they are fresh again.
+        store.housekeep(T0 + 1000 + GRACE_MS);
+        assert_eq!(store.tracked_keys(), Some(4));
+        // Past `max_keys`, a full table forgets keys of either kind; the count stays bounded.
+        for key in &keys[4..] {
+            let check = check(key, limit, 1);
+            let (decision, judged) = store
+                .check_with_candidate_now(&check, &candidate, T0 + 2000)
+                .unwrap()
+                .unwrap();
+            assert!(decision.allowed && judged.allowed);
+        }
+        assert_eq!(store.tracked_keys(), Some(8));
+        let evicted: u64 = store.evicted_keys().iter().map(|(_, n)| n).sum();
+        // 4 + 2 × 8 stored, 8 kept, none of the forgotten fresh yet.
+        assert_eq!(evicted, 12, "{:?}", store.evicted_keys());
+        assert!(
+            store
+                .evicted_keys()
+                .iter()
+                .any(|(policy, _)| policy == "p#candidate"),
+            "{:?}",
+            store.evicted_keys()
+        );
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -74,13 +74,13 @@ pub(crate) enum GroupAnswer {
     NotRun,
 }
 
-/// The answers of a group call of checks of `limits`, from its reply: [`GROUP_FIELDS`]
-/// doubles per check, in order.
+/// The answers of a group call of `checks` checks of `limits`, from its reply:
+/// [`GROUP_FIELDS`] doubles per check, in order.
 pub(crate) fn group_answers(
     reply: &[u8],
-    limits: impl ExactSizeIterator<Item = u64>,
+    checks: usize,
+    limits: impl Iterator<Item = u64>,
 ) -> Result<Vec<GroupAnswer>, StoreError> {
-    let checks = limits.len();
     if reply.len() != GROUP_ANSWER_BYTES * checks {
         return Err(StoreError::Backend(format!(
             "group script answered {} bytes for {checks} checks, expected {}",
@@ -144,7 +144,7 @@ mod tests {
         let reply = reply(&[
             1.0, 9.0, 1e12, 25.0, 0.0, 0.0, 2000.0, 1500.0, -1.0, 0.0, 0.0, 0.0,
         ]);
-        let answers = group_answers(&reply, [10, 10, 10].into_iter()).unwrap_or_default();
+        let answers = group_answers(&reply, 3, [10, 10, 10].into_iter()).unwrap_or_default();
         assert_eq!(answers.len(), 3);
         // Allowed: the wait is a delay. Denied: a retry. -1: not run.
         assert_eq!(
@@ -159,7 +159,10 @@ mod tests {
     fn a_group_reply_of_the_wrong_length_is_an_error() {
         for bytes in [0, 31, 33, 64] {
             let reply = vec![0u8; bytes];
-            assert!(group_answers(&reply, [1].into_iter()).is_err(), "{bytes}");
+            assert!(
+                group_answers(&reply, 1, [1].into_iter()).is_err(),
+                "{bytes}"
+            );
         }
     }
 

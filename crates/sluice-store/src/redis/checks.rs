@@ -5,20 +5,23 @@
 //!
 //! The cost is checked against the capacity here, once per check, before anything is sent:
 //! the scripts mirror the core's arithmetic for valid checks only, and the core, which
-//! checks it for the memory store, is not on this path.
+//! checks it for the memory store, is not on this path. A candidate limit judged beside a
+//! check goes in the check's own call (its keys share the check's hash tag, so its slot);
+//! a cost beyond the candidate's capacity is sent as a peek and answered as a rejection.
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use sluice_core::{CheckError, Decision};
+use sluice_core::{CheckError, Decision, Params};
 
 use super::answers::{FIELDS, Outcome, outcome};
 use super::group;
 use super::keys;
-use super::lanes::CheckCall;
+use super::lanes::{CheckCall, Decided, Entry};
 use super::runner::ScriptRunner;
 use super::script_store::ScriptStore;
 use super::scripts::{ScriptId, algorithm_code};
+use crate::store::{candidate_cost, candidate_decision};
 use crate::{BatchObserver, Check, Store, StoreError, StoreKind};
 
 #[async_trait]
@@ -28,7 +31,9 @@ impl<C: ScriptRunner + ?Sized> Store for ScriptStore<C> {
     }
 
     async fn check(&self, check: &Check<'_>, now_ms: u64) -> Result<Decision, StoreError> {
-        one(self, check, now_ms).await
+        one(self, check, None, now_ms)
+            .await
+            .map(|(decision, _)| decision)
     }
 
     async fn check_all(
@@ -36,7 +41,31 @@ impl<C: ScriptRunner + ?Sized> Store for ScriptStore<C> {
         checks: &[Check<'_>],
         now_ms: u64,
     ) -> Result<Vec<Decision>, StoreError> {
-        all(self, checks, now_ms).await
+        let decided = all(self, checks, &[], now_ms).await?;
+        Ok(decided.into_iter().map(|(decision, _)| decision).collect())
+    }
+
+    /// One script call for both: two entries of the group script, side by side.
+    async fn check_with_candidate(
+        &self,
+        check: &Check<'_>,
+        candidate: &Params,
+        now_ms: u64,
+    ) -> Result<(Decision, Decision), StoreError> {
+        match one(self, check, Some(candidate), now_ms).await? {
+            (decision, Some(judged)) => Ok((decision, judged)),
+            (_, None) => Err(StoreError::Backend("a candidate was not decided".into())),
+        }
+    }
+
+    /// The candidates in the batch's own calls, judged after its all-or-nothing part.
+    async fn check_all_with_candidates(
+        &self,
+        checks: &[Check<'_>],
+        candidates: &[Option<Params>],
+        now_ms: u64,
+    ) -> Result<Vec<(Decision, Option<Decision>)>, StoreError> {
+        all(self, checks, candidates, now_ms).await
     }
 
     fn bounds_its_calls(&self) -> bool {
@@ -90,35 +119,101 @@ pub(crate) fn validate(check: &Check<'_>) -> Result<(), StoreError> {
     Ok(())
 }
 
-fn push_params(args: &mut Vec<String>, check: &Check<'_>) {
-    let p = &check.params;
-    args.push(p.limit.to_string());
-    args.push(p.window_ms.to_string());
-    args.push(p.burst.to_string());
-    args.push(check.cost.to_string());
+/// The entry of the candidate `params` judging `check`: its keys under the limit's hash tag
+/// (`limit_key`: the first of the limit's keys, if at hand), and the cost it judges (see
+/// [`candidate_cost`]: any cost is fine, one beyond the candidate's capacity is judged a
+/// rejection). Refuses parameters the scripts cannot decide with (the config refuses them
+/// first).
+fn candidate_entry(
+    prefix: &str,
+    check: &Check<'_>,
+    limit_key: Option<&str>,
+    params: &Params,
+) -> Result<Entry, StoreError> {
+    params.validate().map_err(|e| {
+        StoreError::Backend(format!(
+            "invalid candidate parameters for {}: {e}",
+            check.policy
+        ))
+    })?;
+    let keys = match limit_key {
+        Some(limit_key) => {
+            keys::candidate_keys_beside(limit_key, check.params.algorithm, params.algorithm)
+        }
+        None => keys::candidate_keys(prefix, check.policy, check.key, params.algorithm),
+    };
+    Ok(Entry {
+        keys,
+        params: *params,
+        cost: candidate_cost(check.cost, params),
+    })
 }
 
-/// One check: through its algorithm's script when nothing is in flight on its lane, else in
+fn push_params(args: &mut Vec<String>, params: &Params, cost: u64) {
+    args.push(params.limit.to_string());
+    args.push(params.window_ms.to_string());
+    args.push(params.burst.to_string());
+    args.push(cost.to_string());
+}
+
+/// One check, with `candidate` judged beside it in the same call: through its algorithm's
+/// script when nothing is in flight on its lane (the group script with a candidate), else in
 /// the next group call (see [`group`]).
 async fn one<C: ScriptRunner + ?Sized>(
     store: &ScriptStore<C>,
     check: &Check<'_>,
+    candidate: Option<&Params>,
     now_ms: u64,
-) -> Result<Decision, StoreError> {
+) -> Result<Decided, StoreError> {
     validate(check)?;
-    let keys = keys::limit_keys(
-        &store.layout().prefix,
-        check.policy,
-        check.key,
-        check.params.algorithm,
-    );
-    let lane = store.client().lane(&keys, now_ms);
+    let prefix = &store.layout().prefix;
+    let keys = keys::limit_keys(prefix, check.policy, check.key, check.params.algorithm);
+    let candidate_entry = candidate
+        .map(|params| candidate_entry(prefix, check, keys.first().map(String::as_str), params))
+        .transpose()?;
     let call = CheckCall {
-        keys,
-        params: check.params,
-        cost: check.cost,
+        check: Entry {
+            keys,
+            params: check.params,
+            cost: check.cost,
+        },
+        candidate: candidate_entry,
         now_ms,
     };
+    let (decision, answered) = send(store, call).await?;
+    let judged = candidate
+        .zip(answered)
+        .map(|(params, answered)| candidate_decision(check.cost, params, answered));
+    Ok((decision, judged))
+}
+
+/// The candidate `params` of `check` decided alone, on its keys under the check's hash tag:
+/// for a store that decides the check itself elsewhere (the replicated store, on its window
+/// counters).
+pub(crate) async fn candidate_alone<C: ScriptRunner + ?Sized>(
+    store: &ScriptStore<C>,
+    check: &Check<'_>,
+    params: &Params,
+    now_ms: u64,
+) -> Result<Decision, StoreError> {
+    let call = CheckCall {
+        check: candidate_entry(&store.layout().prefix, check, None, params)?,
+        candidate: None,
+        now_ms,
+    };
+    let (answered, _) = send(store, call).await?;
+    Ok(candidate_decision(check.cost, params, answered))
+}
+
+/// `call` on its lane (see [`group`]), within the in-flight bound and the timeout.
+async fn send<C: ScriptRunner + ?Sized>(
+    store: &ScriptStore<C>,
+    call: CheckCall,
+) -> Result<Decided, StoreError> {
+    let one_key_each = call.entries().all(|entry| entry.keys.len() == 1);
+    let lane = store
+        .client()
+        .lane(call.key().unwrap_or_default(), one_key_each, call.now_ms);
     store
         .bounds()
         .call(async {
@@ -143,41 +238,63 @@ fn batch_call<'c>(
     for (check, check_keys, token) in items {
         keys.extend_from_slice(check_keys);
         args.push(algorithm_code(check.params.algorithm).to_string());
-        push_params(&mut args, check);
+        push_params(&mut args, &check.params, check.cost);
         args.extend(token.map(|t| t.to_string()));
     }
     (keys, args)
 }
 
-/// The checks `members` of one slot in one `batch` call: `(committed, outcomes in order)`.
+/// The checks `members` of one slot in one `batch` call, with the candidates judged beside
+/// them (after the all-or-nothing part, each on its own: see `batch.lua`): `(committed,
+/// outcomes in order, the candidates' decisions in members' order)`.
 async fn batch<C: ScriptRunner + ?Sized>(
     store: &ScriptStore<C>,
     checks: &[Check<'_>],
     keys: &[Vec<String>],
+    candidates: &[Option<Entry>],
     members: &[usize],
     now_ms: u64,
-) -> Result<(bool, Vec<Outcome>), StoreError> {
+) -> Result<(bool, Vec<Outcome>, Vec<Option<Decision>>), StoreError> {
     let items = members
         .iter()
         .map(|&i| (&checks[i], keys[i].as_slice(), None));
-    let (call_keys, args) = batch_call(store.layout().ttl_grace_ms, items, now_ms);
+    let (mut call_keys, mut args) = batch_call(store.layout().ttl_grace_ms, items, now_ms);
+    // (position in `members`, check index, candidate entry)
+    let judged: Vec<(usize, usize, &Entry)> = members
+        .iter()
+        .enumerate()
+        .filter_map(|(at, &i)| Some((at, i, candidates.get(i)?.as_ref()?)))
+        .collect();
+    args.push(judged.len().to_string());
+    for (_, _, entry) in &judged {
+        call_keys.extend_from_slice(&entry.keys);
+        args.push(algorithm_code(entry.params.algorithm).to_string());
+        push_params(&mut args, &entry.params, entry.cost);
+    }
     let answer = store.eval(ScriptId::Batch, call_keys, args).await?;
     let Some((committed, rest)) = answer.split_first() else {
         return Err(StoreError::Backend("batch script answered nothing".into()));
     };
-    if rest.len() != FIELDS * members.len() {
+    if rest.len() != FIELDS * (members.len() + judged.len()) {
         return Err(StoreError::Backend(format!(
-            "batch script answered {} fields for {} checks",
+            "batch script answered {} fields for {} checks and {} candidates",
             rest.len(),
-            members.len()
+            members.len(),
+            judged.len()
         )));
     }
+    let (rest, of_candidates) = rest.split_at(FIELDS * members.len());
     let outcomes = rest
         .chunks(FIELDS)
         .zip(members)
         .map(|(fields, &i)| outcome(checks[i].params.limit, fields))
         .collect::<Result<Vec<_>, _>>()?;
-    Ok((*committed == 1, outcomes))
+    let mut decided = vec![None; members.len()];
+    for (fields, &(at, i, entry)) in of_candidates.chunks(FIELDS).zip(&judged) {
+        let answered = outcome(entry.params.limit, fields)?.decision;
+        decided[at] = Some(candidate_decision(checks[i].cost, &entry.params, answered));
+    }
+    Ok((*committed == 1, outcomes, decided))
 }
 
 /// Gives back what the checks `consumed` took (each allowed, with the token it answered).
@@ -200,7 +317,9 @@ async fn refund<C: ScriptRunner + ?Sized>(
 
 /// All-or-nothing checks, grouped by slot (one group on a single server): each group is one
 /// `batch` call (all groups concurrently), and if any group was denied the groups that
-/// committed are refunded.
+/// committed are refunded. `candidates[i]`, when set, is judged beside `checks[i]` in the
+/// call of its slot (its keys share the check's hash tag), on its own and never refunded:
+/// it consumed when it alone would allow, whatever the batch's answer.
 ///
 /// Results follow [`Store::check_all`](crate::Store::check_all): when the batch is denied,
 /// `remaining` and `reset` describe the state before it and `delay_ms` is 0.
@@ -212,8 +331,9 @@ async fn refund<C: ScriptRunner + ?Sized>(
 async fn all<C: ScriptRunner + ?Sized>(
     store: &ScriptStore<C>,
     checks: &[Check<'_>],
+    candidates: &[Option<Params>],
     now_ms: u64,
-) -> Result<Vec<Decision>, StoreError> {
+) -> Result<Vec<Decided>, StoreError> {
     if checks.is_empty() {
         return Ok(Vec::new());
     }
@@ -225,6 +345,18 @@ async fn all<C: ScriptRunner + ?Sized>(
         .iter()
         .map(|c| keys::limit_keys(prefix, c.policy, c.key, c.params.algorithm))
         .collect();
+    let judged: Vec<Option<Entry>> = checks
+        .iter()
+        .zip(&keys)
+        .zip(candidates)
+        .map(|((check, keys), candidate)| {
+            let limit_key = keys.first().map(String::as_str);
+            candidate
+                .as_ref()
+                .map(|params| candidate_entry(prefix, check, limit_key, params))
+                .transpose()
+        })
+        .collect::<Result<_, _>>()?;
     // Groups of indices into `checks`, each group on one slot, in first-seen order.
     let mut groups: Vec<(u16, Vec<usize>)> = Vec::new();
     for (i, check_keys) in keys.iter().enumerate() {
@@ -240,12 +372,12 @@ async fn all<C: ScriptRunner + ?Sized>(
         return bounds
             .call(async {
                 store.client().routable().await?;
-                decide_groups(store, checks, &keys, &groups, now_ms).await
+                decide_groups(store, checks, &keys, &judged, &groups, now_ms).await
             })
             .await;
     }
     let permit = bounds.owned_permit()?;
-    let owned: Vec<(String, String, sluice_core::Params, u64)> = checks
+    let owned: Vec<(String, String, Params, u64)> = checks
         .iter()
         .map(|c| (c.policy.to_owned(), c.key.to_owned(), c.params, c.cost))
         .collect();
@@ -263,7 +395,7 @@ async fn all<C: ScriptRunner + ?Sized>(
                     cost: *cost,
                 })
                 .collect();
-            decide_groups(&task_store, &checks, &keys, &groups, now_ms).await
+            decide_groups(&task_store, &checks, &keys, &judged, &groups, now_ms).await
         });
         match task.await {
             Err(e) => Err(StoreError::Backend(format!("batch task failed: {e}"))),
@@ -278,29 +410,32 @@ async fn decide_groups<C: ScriptRunner + ?Sized>(
     store: &ScriptStore<C>,
     checks: &[Check<'_>],
     keys: &[Vec<String>],
+    candidates: &[Option<Entry>],
     groups: &[Vec<usize>],
     now_ms: u64,
-) -> Result<Vec<Decision>, StoreError> {
+) -> Result<Vec<Decided>, StoreError> {
     let results = futures::future::join_all(
         groups
             .iter()
-            .map(|members| batch(store, checks, keys, members, now_ms)),
+            .map(|members| batch(store, checks, keys, candidates, members, now_ms)),
     )
     .await;
 
     let mut outcomes: Vec<Option<Outcome>> = vec![None; checks.len()];
+    let mut judged: Vec<Option<Decision>> = vec![None; checks.len()];
     let mut committed_groups = Vec::new();
     let mut failure = None;
     let mut all_committed = true;
     for (members, result) in groups.iter().zip(results) {
         match result {
-            Ok((committed, group_outcomes)) => {
+            Ok((committed, group_outcomes, group_judged)) => {
                 all_committed &= committed;
                 if committed {
                     committed_groups.push(members);
                 }
-                for (&i, o) in members.iter().zip(group_outcomes) {
+                for ((&i, o), j) in members.iter().zip(group_outcomes).zip(group_judged) {
                     outcomes[i] = Some(o);
+                    judged[i] = j;
                 }
             }
             Err(e) => {
@@ -335,7 +470,8 @@ async fn decide_groups<C: ScriptRunner + ?Sized>(
     }
     outcomes
         .into_iter()
-        .map(|o| {
+        .zip(judged)
+        .map(|(o, judged)| {
             let o = o.ok_or_else(|| StoreError::Backend("batch lost a check".into()))?;
             let mut d = o.decision;
             if !all_committed {
@@ -343,7 +479,7 @@ async fn decide_groups<C: ScriptRunner + ?Sized>(
                 d.reset_ms = o.before_reset_ms;
                 d.delay_ms = 0;
             }
-            Ok(d)
+            Ok((d, judged))
         })
         .collect()
 }

@@ -239,11 +239,12 @@ impl ScriptRunner for Cluster {
         keys::key_slot(key)
     }
 
-    /// A one-key check queues behind the call in flight to its slot's master; a check of
-    /// several keys (the sliding log) behind the call to its slot.
-    fn lane(&self, keys: &[String], now_ms: u64) -> Lane {
-        let slot = keys.first().map_or(0, |key| keys::key_slot(key));
-        if keys.len() != 1 {
+    /// A one-key check (with a one-key candidate, if any) queues behind the call in flight
+    /// to its slot's master; a check of several keys (the sliding log, as the limit or as the
+    /// candidate) behind the call to its slot.
+    fn lane(&self, key: &str, one_key_each: bool, now_ms: u64) -> Lane {
+        let slot = keys::key_slot(key);
+        if !one_key_each {
             return Lane::Slot(slot);
         }
         if let Some(lane) = self.masters.lane(slot) {

@@ -9,11 +9,15 @@
 //! Each check keeps its own timeout: a caller that gives up is answered by its fail mode, and
 //! its check is dropped from the queue if it was not sent yet; a group call that fails or
 //! times out fails each check in it.
+//!
+//! A check carrying a candidate limit is two entries of one call, side by side (the group
+//! script decides every entry on its own, so the candidate never changes the check's
+//! answer); alone on its lane, it goes as a group call of those two entries on its slot.
 
-use sluice_core::{Algorithm, Decision};
+use sluice_core::Algorithm;
 
 use super::answers::{GroupAnswer, group_answers, outcome};
-use super::lanes::{CheckCall, Joined, PARAM_BYTES, Queued};
+use super::lanes::{Answer, CheckCall, Entry, Joined, PARAM_BYTES, Queued};
 use super::runner::{Lane, ScriptRunner};
 use super::script_store::ScriptStore;
 use super::scripts::ScriptId;
@@ -40,13 +44,14 @@ impl<C: ScriptRunner + ?Sized> Drop for Lead<C> {
     }
 }
 
-/// One check on `lane`: at once through its algorithm's script when nothing is in flight on
-/// the lane, else in the next group call behind it.
+/// One check (and its candidate, if any) on `lane`: at once through its algorithm's script
+/// (the group script with a candidate) when nothing is in flight on the lane, else in the
+/// next group call behind it.
 pub(crate) async fn decide<C: ScriptRunner + ?Sized>(
     store: &ScriptStore<C>,
     lane: Lane,
     call: CheckCall,
-) -> Result<Decision, StoreError> {
+) -> Answer {
     match store.groups().join(lane, call) {
         Joined::Lead(call) => {
             let lead = Lead {
@@ -71,46 +76,10 @@ async fn drain<C: ScriptRunner + ?Sized>(store: ScriptStore<C>, lane: Lane) {
 }
 
 /// One `group` call for `group` on `lane`, each check answered on its channel; the checks
-/// the call did not run (a master lane whose slots moved) go again each alone.
+/// the call did not run (a master lane whose slots moved) go again alone.
 async fn send<C: ScriptRunner + ?Sized>(store: &ScriptStore<C>, lane: Lane, group: Vec<Queued>) {
-    let client = store.client();
-    let master = matches!(lane, Lane::Master(_));
-    let mut params = Vec::with_capacity(PARAM_BYTES * group.len());
-    for queued in &group {
-        queued.call.put_params(&mut params);
-    }
-    // Borrowed from the checks, which keep them: a check the call did not run goes again.
-    let keys: Vec<&str> = if master {
-        // The first check's key only: it routes the call.
-        group
-            .first()
-            .and_then(|q| q.call.key())
-            .into_iter()
-            .collect()
-    } else {
-        group
-            .iter()
-            .flat_map(|q| q.call.keys.iter().map(String::as_str))
-            .collect()
-    };
-    let (count, grace) = (
-        group.len().to_string(),
-        store.layout().ttl_grace_ms.to_string(),
-    );
-    let lane_code: &[u8] = if master { b"1" } else { b"0" };
-    let mut args: Vec<&[u8]> = vec![count.as_bytes(), grace.as_bytes(), lane_code, &params];
-    if master {
-        // Every check's key, the first one included.
-        args.extend(group.iter().filter_map(|q| q.call.key()).map(str::as_bytes));
-    }
-    store.groups().observe(client.kind(), group.len());
-    let script = store.script(ScriptId::Group);
-    let answers = match client.eval_group(script, lane, &keys, &args).await {
-        Ok(Some(reply)) => group_answers(&reply, group.iter().map(|q| q.call.params.limit)),
-        Ok(None) => Ok(vec![GroupAnswer::NotRun; group.len()]),
-        Err(e) => Err(e),
-    };
-    let answers = match answers {
+    store.groups().observe(store.client().kind(), group.len());
+    let answers = match group_call(store, lane, group.iter().map(|q| &q.call)).await {
         Ok(answers) => answers,
         Err(e) => {
             for queued in group {
@@ -119,48 +88,143 @@ async fn send<C: ScriptRunner + ?Sized>(store: &ScriptStore<C>, lane: Lane, grou
             return;
         }
     };
+    let mut answers = answers.into_iter();
     let mut unrun = Vec::new();
-    for (queued, answer) in group.into_iter().zip(answers) {
-        match answer {
-            GroupAnswer::Decided(decision) => {
-                let _ = queued.answer.send(Ok(decision));
+    for queued in group {
+        let check = answers.next().unwrap_or(GroupAnswer::NotRun);
+        let candidate = queued
+            .call
+            .candidate
+            .as_ref()
+            .map(|_| answers.next().unwrap_or(GroupAnswer::NotRun));
+        match (check, candidate) {
+            (GroupAnswer::Decided(decision), None) => {
+                let _ = queued.answer.send(Ok((decision, None)));
             }
-            GroupAnswer::NotRun => unrun.push(queued),
+            (GroupAnswer::Decided(decision), Some(GroupAnswer::Decided(candidate))) => {
+                let _ = queued.answer.send(Ok((decision, Some(candidate))));
+            }
+            (check, candidate) => unrun.push((queued, check, candidate)),
         }
     }
-    if let Some(first) = unrun.first() {
+    if let Some((first, _, _)) = unrun.first() {
+        let client = store.client();
         store
             .groups()
             .observe_sent_again(client.kind(), unrun.len());
         client.lanes_moved(first.call.now_ms);
-        let again = unrun.into_iter().map(|queued| async move {
-            let decision = alone(store, queued.call).await;
-            let _ = queued.answer.send(decision);
-        });
+        let again = unrun
+            .into_iter()
+            .map(|(queued, check, candidate)| async move {
+                let decided = again(store, queued.call, check, candidate).await;
+                let _ = queued.answer.send(decided);
+            });
         futures::future::join_all(again).await;
     }
 }
 
-/// One check through its algorithm's script (a check alone on its lane, or one a group call
-/// did not run), following redirections.
-async fn alone<C: ScriptRunner + ?Sized>(
+/// Decides again, alone and following redirections, what a group call on a master lane did
+/// not run of `call`: the whole of it (its check and candidate together, as one call), or
+/// only the part that did not run when the other did (a slot migrating between the two reads:
+/// what ran is never run twice).
+async fn again<C: ScriptRunner + ?Sized>(
     store: &ScriptStore<C>,
     call: CheckCall,
-) -> Result<Decision, StoreError> {
-    let params = &call.params;
+    check: GroupAnswer,
+    candidate: Option<GroupAnswer>,
+) -> Answer {
+    match (check, candidate) {
+        (GroupAnswer::NotRun, Some(GroupAnswer::Decided(candidate))) => {
+            let (decision, _) = alone(store, call.check_only()).await?;
+            Ok((decision, Some(candidate)))
+        }
+        (GroupAnswer::Decided(decision), Some(GroupAnswer::NotRun)) => {
+            let candidate = match call.candidate_only() {
+                Some(call) => Some(alone(store, call).await?.0),
+                None => None,
+            };
+            Ok((decision, candidate))
+        }
+        _ => alone(store, call).await,
+    }
+}
+
+/// The `group` call of `calls` on `lane`: every call's entries (its check, then its
+/// candidate) in order, each decided on its own; answers every entry in that order (all
+/// [`NotRun`](GroupAnswer::NotRun) when a master lane's node redirected the call).
+async fn group_call<'c, C: ScriptRunner + ?Sized>(
+    store: &ScriptStore<C>,
+    lane: Lane,
+    calls: impl Iterator<Item = &'c CheckCall> + Clone,
+) -> Result<Vec<GroupAnswer>, StoreError> {
+    let master = matches!(lane, Lane::Master(_));
+    let entries = || calls.clone().flat_map(CheckCall::entries);
+    let count = entries().count();
+    let mut params = Vec::with_capacity(PARAM_BYTES * count);
+    for call in calls.clone() {
+        call.put_params(&mut params);
+    }
+    // Borrowed from the checks, which keep them: a check the call did not run goes again.
+    let keys: Vec<&str> = if master {
+        // The first check's key only: it routes the call.
+        entries().next().and_then(Entry::key).into_iter().collect()
+    } else {
+        entries()
+            .flat_map(|e| e.keys.iter().map(String::as_str))
+            .collect()
+    };
+    let (count_arg, grace) = (count.to_string(), store.layout().ttl_grace_ms.to_string());
+    let lane_code: &[u8] = if master { b"1" } else { b"0" };
+    let mut args: Vec<&[u8]> = vec![count_arg.as_bytes(), grace.as_bytes(), lane_code, &params];
+    if master {
+        // Every entry's key, the first one included (pushed one by one: each borrow is
+        // shortened to the call's, as `extend` would not).
+        for key in entries().filter_map(Entry::key) {
+            args.push(key.as_bytes());
+        }
+    }
+    let script = store.script(ScriptId::Group);
+    match store
+        .client()
+        .eval_group(script, lane, &keys, &args)
+        .await?
+    {
+        Some(reply) => group_answers(&reply, count, entries().map(|e| e.params.limit)),
+        None => Ok(vec![GroupAnswer::NotRun; count]),
+    }
+}
+
+/// One check through its algorithm's script (a check alone on its lane, or one a group call
+/// did not run), following redirections; with a candidate, both in one `group` call on their
+/// slot.
+async fn alone<C: ScriptRunner + ?Sized>(store: &ScriptStore<C>, call: CheckCall) -> Answer {
+    store.groups().observe(store.client().kind(), 1);
+    if call.candidate.is_some() {
+        let slot = call.key().map_or(0, |key| store.client().slot(key));
+        let answers = group_call(store, Lane::Slot(slot), std::iter::once(&call)).await?;
+        return match answers[..] {
+            [
+                GroupAnswer::Decided(decision),
+                GroupAnswer::Decided(candidate),
+            ] => Ok((decision, Some(candidate))),
+            _ => Err(StoreError::Backend(
+                "group script left a check on its own slot not run".into(),
+            )),
+        };
+    }
+    let params = &call.check.params;
     let algorithm = params.algorithm;
     let args = vec![
         call.now_ms.to_string(),
         params.limit.to_string(),
         params.window_ms.to_string(),
         params.burst.to_string(),
-        call.cost.to_string(),
+        call.check.cost.to_string(),
         u64::from(algorithm == Algorithm::LeakyBucket).to_string(),
         store.layout().ttl_grace_ms.to_string(),
     ];
-    store.groups().observe(store.client().kind(), 1);
     let answer = store
-        .eval(ScriptId::check(algorithm), call.keys, args)
+        .eval(ScriptId::check(algorithm), call.check.keys, args)
         .await?;
-    Ok(outcome(params.limit, &answer)?.decision)
+    Ok((outcome(params.limit, &answer)?.decision, None))
 }

@@ -1,5 +1,13 @@
 //! The Redis key layout (documented): `{prefix}:{<policy>:<key>}:<suffix>`.
 //!
+//! The suffix names the state: the algorithm's ([`suffixes`]: `fw`, `swc`, `swl` and
+//! `swl:sum`, `tb`, `gcra`), or a candidate limit's, which is `cand:` followed by the
+//! candidate's algorithm's suffix ([`candidate_keys`]: `cand:fw`, `cand:swl` and
+//! `cand:swl:sum`, …). A candidate thus shares its limit's hash tag (same slot, so the limit
+//! and its candidate go in one script call on a cluster too) and never shares a key with the
+//! limit, nor with a candidate of another algorithm. The replicated window hashes are
+//! `r<fw|swc>:<window_ms>:<index>` ([`window_key`]).
+//!
 //! Everything between the braces is the cluster hash tag, so every key of one limit lands on
 //! one slot and its Lua script touches one slot only. A user key containing `{`, `}` or `%`
 //! is percent-encoded first (`{` → `%7B`, `}` → `%7D`, `%` → `%25`): no key can then close the
@@ -56,22 +64,61 @@ pub fn suffixes(algorithm: Algorithm) -> &'static [&'static str] {
     }
 }
 
+/// What a candidate limit's key suffixes start with (see the module doc).
+pub const CANDIDATE: &str = "cand:";
+
 /// Every Redis key holding the state of `(policy, key)` under `algorithm`, in the order the
 /// scripts expect them.
 pub fn limit_keys(prefix: &str, policy: &str, key: &str, algorithm: Algorithm) -> Vec<String> {
-    // Built by hand, not `format!`: this runs once per check.
+    state_keys(prefix, policy, key, "", algorithm)
+}
+
+/// Every Redis key holding the state of the candidate limit of `(policy, key)` under the
+/// candidate's `algorithm`: [`limit_keys`] with [`CANDIDATE`] before each suffix.
+pub fn candidate_keys(prefix: &str, policy: &str, key: &str, algorithm: Algorithm) -> Vec<String> {
+    state_keys(prefix, policy, key, CANDIDATE, algorithm)
+}
+
+/// [`candidate_keys`] from `limit_key`, the first of the [`limit_keys`] of the same limit
+/// under `limit_algorithm`: the candidate's keys share their stem `{prefix}:{<policy>:<key>}:`,
+/// so the policy and key are not encoded again (once per check with a candidate).
+pub(crate) fn candidate_keys_beside(
+    limit_key: &str,
+    limit_algorithm: Algorithm,
+    algorithm: Algorithm,
+) -> Vec<String> {
+    let suffix = suffixes(limit_algorithm).first().map_or(0, |s| s.len());
+    let stem = limit_key
+        .get(..limit_key.len().saturating_sub(suffix))
+        .unwrap_or_default();
+    suffixes(algorithm)
+        .iter()
+        .map(|suffix| join([stem, CANDIDATE, suffix]))
+        .collect()
+}
+
+/// `{prefix}:{<policy>:<key>}:<infix><suffix>` for each suffix of `algorithm`.
+fn state_keys(
+    prefix: &str,
+    policy: &str,
+    key: &str,
+    infix: &str,
+    algorithm: Algorithm,
+) -> Vec<String> {
     let (policy, key) = (encode(policy, true), encode(key, false));
     suffixes(algorithm)
         .iter()
-        .map(|suffix| {
-            let mut name =
-                String::with_capacity(prefix.len() + policy.len() + key.len() + suffix.len() + 5);
-            for part in [prefix, ":{", &policy, ":", &key, "}:", suffix] {
-                name.push_str(part);
-            }
-            name
-        })
+        .map(|suffix| join([prefix, ":{", &policy, ":", &key, "}:", infix, suffix]))
         .collect()
+}
+
+/// `parts` end to end. By hand, not `format!`: this runs once per check.
+fn join<const N: usize>(parts: [&str; N]) -> String {
+    let mut name = String::with_capacity(parts.iter().map(|p| p.len()).sum());
+    for part in parts {
+        name.push_str(part);
+    }
+    name
 }
 
 /// The window hash of a replicated limit (scope = "replicated"): one Redis hash per window,
@@ -148,6 +195,46 @@ mod tests {
                 "rl:{p:a%7Db}:swl:sum".to_owned()
             ]
         );
+    }
+
+    #[test]
+    fn candidate_keys_share_the_tag_and_never_a_key() {
+        assert_eq!(
+            candidate_keys("rl", "public", "user:123", Algorithm::TokenBucket),
+            vec!["rl:{public:user:123}:cand:tb".to_owned()]
+        );
+        assert_eq!(
+            candidate_keys("rl", "p", "a}b", Algorithm::SlidingWindowLog),
+            vec![
+                "rl:{p:a%7Db}:cand:swl".to_owned(),
+                "rl:{p:a%7Db}:cand:swl:sum".to_owned()
+            ]
+        );
+        for key in ["user:1", "a}b", "{x}", "%7B"] {
+            for limit in Algorithm::ALL {
+                let first = &limit_keys("rl", "p:q", key, limit)[0];
+                for algorithm in Algorithm::ALL {
+                    assert_eq!(
+                        candidate_keys_beside(first, limit, algorithm),
+                        candidate_keys("rl", "p:q", key, algorithm)
+                    );
+                }
+            }
+        }
+        let mut seen = std::collections::HashSet::new();
+        for algorithm in Algorithm::ALL {
+            let limit = limit_keys("rl", "p", "{k}", algorithm);
+            let candidate = candidate_keys("rl", "p", "{k}", algorithm);
+            for name in limit.iter().chain(&candidate) {
+                assert_eq!(key_slot(name), slot("p", "{k}"), "{name}");
+            }
+            // gcra and leaky_bucket share their state, as for the limit.
+            if algorithm != Algorithm::LeakyBucket {
+                for name in limit.into_iter().chain(candidate) {
+                    assert!(seen.insert(name.clone()), "{name} twice");
+                }
+            }
+        }
     }
 
     #[test]

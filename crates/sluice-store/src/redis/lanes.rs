@@ -1,10 +1,12 @@
 //! The queues of group commit: per lane with a call in flight, the checks waiting for it
-//! ([`Groups`]), and what one queued check carries ([`CheckCall`]). Only the bookkeeping:
+//! ([`Groups`]), and what one queued check carries ([`CheckCall`]: its [`Entry`], and its
+//! candidate's). Only the bookkeeping:
 //! the calls that send the queues are in `group.rs`. Apart so the store can own its queues
 //! without owning the calls, which need the store.
 //!
-//! Bounds: a group holds at most [`MAX_GROUP`] checks or [`MAX_GROUP_BYTES`] of keys and
-//! arguments (the rest waits for the next call). Every queued check holds its in-flight
+//! Bounds: a group holds at most [`MAX_GROUP`] entries (checks, and the candidate limits
+//! judged beside some of them) or [`MAX_GROUP_BYTES`] of keys and arguments (the rest waits
+//! for the next call; a check and its candidate are one item of the queue, never split). Every queued check holds its in-flight
 //! permit, so a queue never exceeds `max_in_flight`. A check whose caller gave up is dropped
 //! from its queue before it is sent.
 
@@ -19,33 +21,33 @@ use super::runner::Lane;
 use super::scripts::algorithm_code;
 use crate::{BatchObserver, StoreError, StoreKind};
 
-/// Most checks in one group call.
+/// Most states decided in one group call: checks, and the candidates beside some of them.
 pub(crate) const MAX_GROUP: usize = 64;
 /// Most bytes of keys and arguments in one group call.
 pub(crate) const MAX_GROUP_BYTES: usize = 16 * 1024;
 
-/// Bytes of one check's parameters in a group call.
+/// Bytes of one entry's parameters in a group call.
 pub(crate) const PARAM_BYTES: usize = 6 * 8;
 
-/// One check as a script call carries it: its keys, its parameters, its cost and its time.
+/// One state a script call decides: its keys, its parameters and the cost asked of it (a
+/// check's own, or a candidate limit's judging of that check).
 #[derive(Debug)]
-pub(crate) struct CheckCall {
+pub(crate) struct Entry {
     pub keys: Vec<String>,
     pub params: Params,
     pub cost: u64,
-    pub now_ms: u64,
 }
 
-impl CheckCall {
+impl Entry {
     /// Its part of the group script's parameters: code, now, limit, window, burst, cost, as
     /// little-endian doubles (exact: every value is an integer below 2^53, as the scripts'
     /// Lua numbers require anyway). Redis parses no digits for them: one argument per group
     /// instead of six per check, each a `strtod` in Lua, was a fifth of Redis's work.
-    pub(crate) fn put_params(&self, blob: &mut Vec<u8>) {
+    fn put_params(&self, now_ms: u64, blob: &mut Vec<u8>) {
         let p = &self.params;
         for value in [
             algorithm_code(p.algorithm),
-            self.now_ms,
+            now_ms,
             p.limit,
             p.window_ms,
             p.burst,
@@ -57,19 +59,75 @@ impl CheckCall {
         }
     }
 
-    /// What it adds to a group call: its key (twice on a master lane), its parameters.
-    fn bytes(&self) -> usize {
-        2 * self.keys.iter().map(String::len).sum::<usize>() + PARAM_BYTES
-    }
-
-    /// Its (first) key: a check on a master lane has one.
+    /// Its (first) key: an entry on a master lane has one.
     pub(crate) fn key(&self) -> Option<&str> {
         self.keys.first().map(String::as_str)
     }
 }
 
+/// One check as a script call carries it: the check's entry, the candidate limit judged
+/// beside it (in the same call, never apart: a group takes or leaves them together), and
+/// the time both are decided at.
+#[derive(Debug)]
+pub(crate) struct CheckCall {
+    pub check: Entry,
+    pub candidate: Option<Entry>,
+    pub now_ms: u64,
+}
+
+impl CheckCall {
+    /// Its entries in call order: the check, then its candidate.
+    pub(crate) fn entries(&self) -> impl Iterator<Item = &Entry> {
+        std::iter::once(&self.check).chain(&self.candidate)
+    }
+
+    /// How many states it decides (1, or 2 with a candidate).
+    pub(crate) fn width(&self) -> usize {
+        1 + usize::from(self.candidate.is_some())
+    }
+
+    /// Appends every entry's part of the group script's parameters.
+    pub(crate) fn put_params(&self, blob: &mut Vec<u8>) {
+        for entry in self.entries() {
+            entry.put_params(self.now_ms, blob);
+        }
+    }
+
+    /// What it adds to a group call: its keys (twice on a master lane), its parameters.
+    fn bytes(&self) -> usize {
+        self.entries()
+            .map(|e| 2 * e.keys.iter().map(String::len).sum::<usize>() + PARAM_BYTES)
+            .sum()
+    }
+
+    /// The check's (first) key, which routes its call.
+    pub(crate) fn key(&self) -> Option<&str> {
+        self.check.key()
+    }
+
+    /// The same check without its candidate (to decide again what a call did not run).
+    pub(crate) fn check_only(self) -> CheckCall {
+        CheckCall {
+            candidate: None,
+            ..self
+        }
+    }
+
+    /// Its candidate as a call of its own, if it has one.
+    pub(crate) fn candidate_only(self) -> Option<CheckCall> {
+        Some(CheckCall {
+            check: self.candidate?,
+            candidate: None,
+            now_ms: self.now_ms,
+        })
+    }
+}
+
+/// What a check answers: its decision, and its candidate's when it carried one.
+pub(crate) type Decided = (Decision, Option<Decision>);
+
 /// The answer a queued check waits for.
-pub(crate) type Answer = Result<Decision, StoreError>;
+pub(crate) type Answer = Result<Decided, StoreError>;
 
 /// A check waiting for the call in flight on its lane.
 #[derive(Debug)]
@@ -161,12 +219,15 @@ impl Groups {
             return None;
         }
         let mut group = Vec::new();
-        let mut bytes = 0;
+        let (mut entries, mut bytes) = (0, 0);
         while let Some(next) = queue.front() {
-            let size = next.call.bytes();
-            if !group.is_empty() && (group.len() == MAX_GROUP || bytes + size > MAX_GROUP_BYTES) {
+            // A check and its candidate count together: they go in one call or wait together.
+            let (width, size) = (next.call.width(), next.call.bytes());
+            if !group.is_empty() && (entries + width > MAX_GROUP || bytes + size > MAX_GROUP_BYTES)
+            {
                 break;
             }
+            entries += width;
             bytes += size;
             group.extend(queue.pop_front());
         }

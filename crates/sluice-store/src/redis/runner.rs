@@ -15,8 +15,9 @@ pub(crate) enum Lane {
     /// Checks whose keys share one slot: the call declares every key (one server; on a
     /// cluster, a check of several keys).
     Slot(u16),
-    /// One-key checks on the slots of one cluster master (its index in the client's map): the
-    /// call declares the first check's key only and reads the others as keys of that node.
+    /// One-key checks (and their one-key candidates) on the slots of one cluster master (its
+    /// index in the client's map): the call declares the first check's key only and reads the
+    /// others as keys of that node.
     Master(u16),
 }
 
@@ -34,10 +35,13 @@ pub(crate) trait ScriptRunner: Send + Sync + 'static {
         0
     }
 
-    /// The lane of a check on `keys` at `now_ms`: the checks queued on one lane go in one
-    /// group call. By default the slot of the keys (one server has one slot).
-    fn lane(&self, keys: &[String], _now_ms: u64) -> Lane {
-        Lane::Slot(keys.first().map_or(0, |key| self.slot(key)))
+    /// The lane at `now_ms` of a check whose first key is `key` (every key of a check, its
+    /// candidate's included, shares that key's slot); `one_key_each`: whether each state the
+    /// call decides (the check's, and its candidate's if any) is one key. The checks queued
+    /// on one lane go in one group call. By default the slot of the key (one server has one
+    /// slot).
+    fn lane(&self, key: &str, _one_key_each: bool, _now_ms: u64) -> Lane {
+        Lane::Slot(self.slot(key))
     }
 
     /// A group on a [`Lane::Master`] reached a node that did not serve some of its checks

@@ -8,9 +8,11 @@
 //! - one check script per algorithm family (`fixed_window`, `sliding_window_counter`,
 //!   `sliding_window_log`, `token_bucket`, and `gcra`, which also serves leaky_bucket);
 //! - `batch`: several checks whose keys share one slot, decided in order and committed only
-//!   if every one is allowed (on a single Redis every batch is one `batch` call);
+//!   if every one is allowed (on a single Redis every batch is one `batch` call), then the
+//!   candidate limits judged beside some of them, each on its own;
 //! - `group`: checks that queued behind a call in flight, decided each on its own in one
-//!   call (group commit, see `group.rs`);
+//!   call (group commit, see `group.rs`), a check's candidate limit as one more entry beside
+//!   it; also a lone check with a candidate (two entries);
 //! - `refund`: gives back what checks consumed, for cross-slot batches on a cluster
 //!   (consume-then-refund);
 //! - `replicated` and `merge`: the window counters of `scope = "replicated"`, the first

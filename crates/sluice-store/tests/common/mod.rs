@@ -4,13 +4,14 @@
 #![allow(dead_code)]
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use sluice_store::{
-    ClusterStore, ClusterStoreConfig, MemoryStore, OverrideStore, RedisStore, RedisStoreConfig,
-    Store,
+    BatchObserver, ClusterStore, ClusterStoreConfig, MemoryStore, OverrideStore, RedisStore,
+    RedisStoreConfig, Store, StoreKind,
 };
-use sluice_testkit::{RedisCluster, RedisServer};
+use sluice_testkit::{RedisCluster, RedisServer, info_field};
 
 /// Generous for tests on a loaded 2-core machine; the failure tests set their own.
 pub const TEST_TIMEOUT: Duration = Duration::from_millis(2000);
@@ -135,4 +136,52 @@ pub fn now_ms() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_millis() as u64
+}
+
+/// The largest group of checks a script call carried.
+#[derive(Debug, Default)]
+pub struct LargestGroup(pub AtomicU64);
+
+impl BatchObserver for LargestGroup {
+    fn batch(&self, _backend: StoreKind, checks: usize) {
+        self.0.fetch_max(checks as u64, Ordering::Relaxed);
+    }
+}
+
+/// Checks and the script calls that carried them.
+#[derive(Debug, Default)]
+pub struct Carried {
+    pub checks: AtomicU64,
+    pub calls: AtomicU64,
+}
+
+impl BatchObserver for Carried {
+    fn batch(&self, _backend: StoreKind, checks: usize) {
+        self.checks.fetch_add(checks as u64, Ordering::Relaxed);
+        self.calls.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// The EVALSHA calls `INFO commandstats` counts.
+pub fn evalsha_calls(commandstats: &str) -> u64 {
+    info_field(commandstats, "cmdstat_evalsha")
+        .and_then(|v| {
+            v.split(',')
+                .find_map(|kv| kv.strip_prefix("calls=").map(str::to_owned))
+        })
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+/// A small deterministic generator for test scripts.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (self.0 >> 33) % n.max(1)
+    }
 }

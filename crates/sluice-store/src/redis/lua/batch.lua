@@ -1,9 +1,14 @@
--- All-or-nothing checks whose keys share one slot.
--- ARGV = now_ms, n, ttl grace ms, then per check: algorithm code, limit, window_ms, burst, cost.
--- KEYS = per check its limit's keys (two for sliding_window_log, code 2; one otherwise).
+-- All-or-nothing checks whose keys share one slot, then the candidate limits judged beside
+-- some of them.
+-- ARGV = now_ms, n, ttl grace ms, then per check: algorithm code, limit, window_ms, burst, cost;
+-- then m (absent: 0) and per candidate the same five values.
+-- KEYS = per check its limit's keys (two for sliding_window_log, code 2; one otherwise), then
+-- per candidate its keys.
 -- Every check is decided in order (a key checked twice sees its earlier consumption); if any
--- is denied, every key is put back as it was. Answers { 1 if committed else 0, then per check
--- the eight fields of check.lua }.
+-- is denied, every key is put back as it was. Then every candidate is decided on its own, in
+-- order, consuming when it alone allows, whatever the batch's answer (its keys are never a
+-- check's: they are put back by nothing). Answers { 1 if committed else 0, then per check the
+-- eight fields of check.lua, then per candidate the same }.
 local now = tonumber(ARGV[1])
 local n = tonumber(ARGV[2])
 TTL_GRACE = tonumber(ARGV[3]) or 0
@@ -51,6 +56,21 @@ if out[1] == 0 then
     else
       redis.call('SET', key, v[1])
     end
+  end
+end
+local m = tonumber(ARGV[a]) or 0
+a = a + 1
+for _ = 1, m do
+  local algorithm = ALGORITHMS[tonumber(ARGV[a])]
+  if not algorithm then
+    return redis.error_reply('ERR sluice: unknown algorithm code')
+  end
+  local r = { algorithm.check(k, now, tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]),
+    tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), algorithm.leaky) }
+  a = a + 5
+  k = k + algorithm.keys
+  for j = 1, 8 do
+    out[#out + 1] = r[j]
   end
 end
 return out

@@ -31,6 +31,11 @@
 //! under latency: a region can have at most `cap` in flight per acknowledgement round trip
 //! (`sync_interval` + link RTT), which [`check_budget`] requires to cover the policy's rate.
 //!
+//! ## Candidate limits
+//! Not replicated: the config refuses a candidate on a `replicated` policy. Should one reach
+//! this store anyway, it is decided on this region's backend alone, as a plain store would
+//! (same keys, see [`keys`]), beside the replicated check, never a panic or a changed answer.
+//!
 //! ## Partitions and the pending bound
 //! Updates for each peer coalesce in a map keyed by window hash (the latest total wins), so
 //! the buffer is bounded by a number of (limit, window) entries, `max_pending`, not by the
@@ -51,7 +56,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use parking_lot::{Mutex, RwLock};
-use sluice_core::{Algorithm, Decision};
+use sluice_core::{Algorithm, Decision, Params};
 
 use super::checks;
 use super::keys;
@@ -588,6 +593,57 @@ impl Store for ReplicatedStore {
             return Ok(Vec::new());
         }
         self.decide(checks, now_ms).await
+    }
+
+    /// Candidates are not replicated (the config refuses them with `scope = "replicated"`):
+    /// here the candidate is decided on this region's backend alone, under the limit's hash
+    /// tag as on a plain store, in a call of its own beside the check's (concurrent with it).
+    /// Its counts are this region's, not the fleet's. Either call failing fails the check.
+    async fn check_with_candidate(
+        &self,
+        check: &Check<'_>,
+        candidate: &Params,
+        now_ms: u64,
+    ) -> Result<(Decision, Decision), StoreError> {
+        let local = &self.inner.local.store;
+        let (decision, judged) = futures::future::join(
+            self.check(check, now_ms),
+            checks::candidate_alone(local, check, candidate, now_ms),
+        )
+        .await;
+        Ok((decision?, judged?))
+    }
+
+    /// As [`check_with_candidate`](Self::check_with_candidate): the batch replicated, each
+    /// candidate on this region's backend alone, concurrently.
+    async fn check_all_with_candidates(
+        &self,
+        checks: &[Check<'_>],
+        candidates: &[Option<Params>],
+        now_ms: u64,
+    ) -> Result<Vec<(Decision, Option<Decision>)>, StoreError> {
+        let local = &self.inner.local.store;
+        let judging = checks
+            .iter()
+            .zip(candidates)
+            .map(|(check, candidate)| async move {
+                match candidate {
+                    Some(params) => checks::candidate_alone(local, check, params, now_ms)
+                        .await
+                        .map(Some),
+                    None => Ok(None),
+                }
+            });
+        let (decisions, judged) = futures::future::join(
+            self.check_all(checks, now_ms),
+            futures::future::join_all(judging),
+        )
+        .await;
+        let mut judged = judged.into_iter();
+        decisions?
+            .into_iter()
+            .map(|decision| Ok((decision, judged.next().transpose()?.flatten())))
+            .collect()
     }
 
     async fn ping(&self) -> Result<(), StoreError> {
