@@ -73,7 +73,7 @@ impl App {
     /// (read at start), keeps the running one. Counted in `rate_limit_config_reloads_total`.
     pub fn reload(&self, source: &ConfigSource) {
         let metrics = self.limiter.metrics();
-        let compiled = super::compile::load(source)
+        let swapped = super::compile::load(source)
             .map_err(|err| err.to_string())
             .and_then(|compiled| {
                 let settings = compiled.settings;
@@ -81,21 +81,26 @@ impl App {
                     return Err("[region] changed: it is read at start, restart to apply it".into());
                 }
                 let (rls, forward_auth) = (compiled.rls, settings.forward_auth);
-                self.limits
-                    .replace_file(settings.policy_configs)
-                    .map(|policies| (policies, rls, forward_auth))
-                    .map_err(|errors| {
-                        errors
-                            .iter()
-                            .map(ToString::to_string)
-                            .collect::<Vec<_>>()
-                            .join("\n")
-                    })
+                // No sync of the run-time settings swaps its set in between this compile of
+                // the sources and this swap (it would be replaced by an older one).
+                self.limits.publish(|| {
+                    let policies =
+                        self.limits
+                            .replace_file(settings.policy_configs)
+                            .map_err(|errors| {
+                                errors
+                                    .iter()
+                                    .map(ToString::to_string)
+                                    .collect::<Vec<_>>()
+                                    .join("\n")
+                            })?;
+                    let count = policies.len();
+                    self.limiter.replace_policies(policies);
+                    Ok((count, rls, forward_auth))
+                })
             });
-        match compiled {
-            Ok((policies, rls, forward_auth)) => {
-                let count = policies.len();
-                self.limiter.replace_policies(policies);
+        match swapped {
+            Ok((count, rls, forward_auth)) => {
                 self.rls.store(Arc::new(rls));
                 self.forward_auth.store(Arc::new(forward_auth));
                 metrics.reloaded(true);

@@ -31,6 +31,14 @@ pub const SYNC_EVERY: Duration = Duration::from_millis(250);
 #[derive(Debug)]
 pub struct RuntimeLimits {
     state: Mutex<Sources>,
+    /// One [`sync`] at a time, from its version read to the policies swapped in: an admin
+    /// change's own sync must not find the version already taken by the poll's sync while that
+    /// one has not yet swapped its policies in (the change's answer would then describe, and
+    /// the next checks be decided on, the policies from before it).
+    syncing: tokio::sync::Mutex<()>,
+    /// Held from a compile of the sources to its policies swapped in ([`RuntimeLimits::publish`]),
+    /// so a reload and a sync cannot swap in each other's older set.
+    publishing: Mutex<()>,
 }
 
 #[derive(Debug, Clone)]
@@ -166,6 +174,13 @@ impl CandidateSource {
 }
 
 impl RuntimeLimits {
+    /// Runs `f` (a compile of the sources and the swap of its policies into the limiter) with
+    /// no other such step between: what is swapped in last was compiled last.
+    pub fn publish<R>(&self, f: impl FnOnce() -> R) -> R {
+        let _one_at_a_time = self.publishing.lock();
+        f()
+    }
+
     pub fn new(file: BTreeMap<String, PolicyConfig>) -> Self {
         RuntimeLimits {
             state: Mutex::new(Sources {
@@ -174,6 +189,8 @@ impl RuntimeLimits {
                 version: None,
                 in_force: Settings::default(),
             }),
+            syncing: tokio::sync::Mutex::new(()),
+            publishing: Mutex::new(()),
         }
     }
 
@@ -312,16 +329,19 @@ pub async fn sync(
     store: &dyn OverrideStore,
     limiter: &Limiter,
 ) -> Result<(), StoreError> {
+    let _one_at_a_time = limits.syncing.lock().await;
     let version = store.version().await?;
     if limits.state.lock().version == Some(version) {
         return Ok(());
     }
     let settings = store.settings().await?;
     let version = settings.version;
-    if let Some(policies) = limits.adopt(settings) {
-        limiter.replace_policies(policies);
-        tracing::info!(version, "run-time limits and candidates applied");
-    }
+    limits.publish(|| {
+        if let Some(policies) = limits.adopt(settings) {
+            limiter.replace_policies(policies);
+            tracing::info!(version, "run-time limits and candidates applied");
+        }
+    });
     Ok(())
 }
 
