@@ -106,7 +106,7 @@ mod tests {
         metrics.failed_open(&p, "timeout");
         metrics.failed_open(&p, "unavailable");
         metrics.failed_closed(&p, "error");
-        let meters = super::super::PolicyMeters::new(1, 1);
+        let meters = super::super::policy_meters::PolicyMeters::new(1, 1);
         meters.observe_check_duration(&metrics, 0.003, &p, None);
         meters.observe_check_duration(&metrics, 0.2, &p, Some(7));
         let totals = metrics.policy_totals(

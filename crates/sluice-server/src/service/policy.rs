@@ -13,9 +13,14 @@ use sluice_core::{Algorithm, Params};
 
 use crate::config::error::FieldError;
 use crate::config::parse::{format_duration_ms, is_valid_name, parse_duration_ms};
-use crate::config::schema::{CandidateConfig, PolicyConfig};
+use crate::config::schema::PolicyConfig;
 pub use crate::metrics::NO_TIER;
-use crate::metrics::PolicyMeters;
+use crate::metrics::policy_meters::PolicyMeters;
+
+mod candidates;
+mod fields;
+
+use self::candidates::{Candidates, compile_candidates};
 
 /// The maps the check path looks names up in: aHash, since SipHash over every policy, tier and
 /// endpoint name was a visible share of a check's CPU (the keys are config, not caller input
@@ -399,16 +404,7 @@ fn compile_algorithm(
         errors.push(FieldError::new(field(name, "algorithm"), "is required"));
         return None;
     };
-    let found = Algorithm::ALL.into_iter().find(|a| a.as_str() == text);
-    if found.is_none() {
-        errors.push(FieldError::new(
-            field(name, "algorithm"),
-            format!(
-                "unknown algorithm {text:?}; expected one of fixed_window, sliding_window_log, sliding_window_counter, token_bucket, leaky_bucket, gcra"
-            ),
-        ));
-    }
-    found
+    fields::algorithm(&field(name, "algorithm"), text, errors)
 }
 
 /// `limit`: required, at least 1.
@@ -435,20 +431,7 @@ fn compile_window(name: &str, config: &PolicyConfig, errors: &mut Vec<FieldError
         errors.push(FieldError::new(field(name, "window"), "is required"));
         return None;
     };
-    match parse_duration_ms(text) {
-        Ok(0) => {
-            errors.push(FieldError::new(
-                field(name, "window"),
-                "window must be at least 1ms",
-            ));
-            None
-        }
-        Ok(ms) => Some(ms),
-        Err(why) => {
-            errors.push(FieldError::new(field(name, "window"), why));
-            None
-        }
-    }
+    fields::window(&field(name, "window"), text, errors)
 }
 
 /// `fail`: open or closed.
@@ -538,187 +521,6 @@ fn compile_tiers(
         }
     }
     tiers
-}
-
-/// The candidates of one policy, compiled: tier `none`'s and each named tier's.
-#[derive(Debug, Default)]
-struct Candidates {
-    base: Option<Params>,
-    tiers: Vec<(String, Params)>,
-}
-
-/// `[policies.NAME.candidate]`: each candidate's parameters, defaulting window and algorithm
-/// to the candidate's then the policy's, and burst to the candidate's own limit. A tier
-/// candidate must name a tier of the policy; a replicated policy cannot have candidates (its
-/// state is spread over regions that would each judge a share of the traffic).
-fn compile_candidates(
-    name: &str,
-    config: &PolicyConfig,
-    candidate: &CandidateConfig,
-    policy: &Params,
-    errors: &mut Vec<FieldError>,
-) -> Candidates {
-    let at = |key: &str| field(name, &format!("candidate.{key}"));
-    if config.scope == "replicated" {
-        errors.push(FieldError::new(
-            at("limit"),
-            "a candidate cannot be judged on a scope = \"replicated\" policy (each region sees a share of its traffic)",
-        ));
-        return Candidates::default();
-    }
-    if candidate.limit.is_none() && candidate.tiers.is_empty() {
-        errors.push(FieldError::new(
-            at("limit"),
-            "is required unless tiers names the tiers that have a candidate",
-        ));
-        return Candidates::default();
-    }
-    let algorithm = compile_candidate_algorithm(
-        &at("algorithm"),
-        candidate.algorithm.as_deref(),
-        policy.algorithm,
-        errors,
-    );
-    let window_ms = compile_candidate_window(
-        &at("window"),
-        candidate.window.as_deref(),
-        policy.window_ms,
-        errors,
-    );
-    let mut out = Candidates::default();
-    if let Some(limit) = candidate.limit {
-        out.base = candidate_params(
-            &field(name, "candidate"),
-            algorithm,
-            limit,
-            window_ms,
-            candidate.burst,
-            errors,
-        );
-    } else if candidate.burst.is_some() {
-        errors.push(FieldError::new(
-            at("burst"),
-            "applies to the candidate's limit, which is not set",
-        ));
-    }
-    for (tier, tier_candidate) in &candidate.tiers {
-        let at = |key: &str| at(&format!("tiers.{tier}.{key}"));
-        if !config.tiers.contains_key(tier) {
-            let known = config.tiers.keys().map(String::as_str).collect::<Vec<_>>();
-            errors.push(FieldError::new(
-                field(name, &format!("candidate.tiers.{tier}")),
-                if known.is_empty() {
-                    "the policy has no tiers; the candidate of its own limit is candidate.limit"
-                        .to_owned()
-                } else {
-                    format!(
-                        "the policy has no tier {tier:?}; its tiers are {}",
-                        known.join(", ")
-                    )
-                },
-            ));
-            continue;
-        }
-        let Some(limit) = tier_candidate.limit else {
-            errors.push(FieldError::new(at("limit"), "is required"));
-            continue;
-        };
-        let algorithm = compile_candidate_algorithm(
-            &at("algorithm"),
-            tier_candidate.algorithm.as_deref(),
-            algorithm,
-            errors,
-        );
-        let window_ms = compile_candidate_window(
-            &at("window"),
-            tier_candidate.window.as_deref(),
-            window_ms,
-            errors,
-        );
-        if let Some(params) = candidate_params(
-            &field(name, &format!("candidate.tiers.{tier}")),
-            algorithm,
-            limit,
-            window_ms,
-            tier_candidate.burst,
-            errors,
-        ) {
-            out.tiers.push((tier.clone(), params));
-        }
-    }
-    out
-}
-
-/// A candidate's `algorithm`, or `default` when unset.
-fn compile_candidate_algorithm(
-    at: &str,
-    text: Option<&str>,
-    default: Algorithm,
-    errors: &mut Vec<FieldError>,
-) -> Algorithm {
-    let Some(text) = text else { return default };
-    match Algorithm::ALL.into_iter().find(|a| a.as_str() == text) {
-        Some(algorithm) => algorithm,
-        None => {
-            errors.push(FieldError::new(
-                at,
-                format!(
-                    "unknown algorithm {text:?}; expected one of fixed_window, sliding_window_log, sliding_window_counter, token_bucket, leaky_bucket, gcra"
-                ),
-            ));
-            default
-        }
-    }
-}
-
-/// A candidate's `window` in ms, or `default` when unset.
-fn compile_candidate_window(
-    at: &str,
-    text: Option<&str>,
-    default: u64,
-    errors: &mut Vec<FieldError>,
-) -> u64 {
-    let Some(text) = text else { return default };
-    match parse_duration_ms(text) {
-        Ok(0) => {
-            errors.push(FieldError::new(at, "window must be at least 1ms"));
-            default
-        }
-        Ok(ms) => ms,
-        Err(why) => {
-            errors.push(FieldError::new(at, why));
-            default
-        }
-    }
-}
-
-/// One candidate's parameters, validated as a policy's are. Errors name the field under `at`
-/// (`policies.public.candidate`) that is to blame: `burst` for a zero burst, else `limit`.
-fn candidate_params(
-    at: &str,
-    algorithm: Algorithm,
-    limit: u64,
-    window_ms: u64,
-    burst: Option<u64>,
-    errors: &mut Vec<FieldError>,
-) -> Option<Params> {
-    let params = Params {
-        algorithm,
-        limit,
-        window_ms,
-        burst: burst.unwrap_or(limit),
-    };
-    match params.validate() {
-        Ok(()) => Some(params),
-        Err(why) => {
-            let key = match why {
-                sluice_core::ParamsError::ZeroBurst => "burst",
-                _ => "limit",
-            };
-            errors.push(FieldError::new(format!("{at}.{key}"), why.to_string()));
-            None
-        }
-    }
 }
 
 /// `scope`, `sync_interval` and `overshoot_budget` on their own; how they fit `[region]` and
