@@ -96,6 +96,7 @@ impl Keyed for Sluice {
             key,
             params: self.params,
             cost: 1,
+            mode: sluice_core::Mode::Consume,
         };
         // The daemon's path: the memory store answers without a future.
         let now_ms = self.clock.now_ms();
@@ -191,6 +192,7 @@ impl Candidate {
             key,
             params: self.params,
             cost: 1,
+            mode: sluice_core::Mode::Consume,
         }
     }
 

@@ -6,7 +6,7 @@
 //! whose expectations come from this crate's own [`decide`](crate::decide), so a backend is
 //! held to the reference implementation on inputs nobody chose.
 
-use crate::{Algorithm, Decision, Params, State};
+use crate::{Algorithm, Decision, Mode, Params, State};
 
 /// Start time of every case: aligned to 10 s so window edges fall on round offsets.
 pub const BASE_MS: u64 = 1_700_000_000_000;
@@ -16,6 +16,7 @@ pub const BASE_MS: u64 = 1_700_000_000_000;
 pub struct Step {
     pub at_ms: u64,
     pub cost: u64,
+    pub mode: Mode,
     pub expect: Decision,
 }
 
@@ -50,10 +51,12 @@ fn case(
             |&(at, cost, allowed, remaining, reset, retry, delay)| Step {
                 at_ms: BASE_MS + at,
                 cost,
+                mode: Mode::Consume,
                 expect: Decision {
                     allowed,
                     limit,
                     remaining,
+                    debt: 0,
                     reset_ms: BASE_MS + reset,
                     retry_after_ms: retry,
                     delay_ms: delay,
@@ -66,6 +69,102 @@ fn case(
         params,
         steps,
     }
+}
+
+/// `(offset, mode, cost, allowed, remaining, debt, reset offset, retry_after_ms)`
+type UsageRow = (u64, Mode, u64, bool, u64, u64, u64, u64);
+
+fn usage_case(name: &str, params: Params, rows: &[UsageRow]) -> Case {
+    let steps = rows
+        .iter()
+        .map(
+            |&(at, mode, cost, allowed, remaining, debt, reset, retry)| Step {
+                at_ms: BASE_MS + at,
+                cost,
+                mode,
+                expect: Decision {
+                    allowed,
+                    limit: params.limit,
+                    remaining,
+                    debt,
+                    reset_ms: BASE_MS + reset,
+                    retry_after_ms: retry,
+                    delay_ms: 0,
+                },
+            },
+        )
+        .collect();
+    Case {
+        name: name.to_owned(),
+        params,
+        steps,
+    }
+}
+
+/// The hand-checked usage cases: asks, charges into debt and refunds, one per algorithm
+/// that carries a debt (the worked examples of docs/src/concepts/usage-budgets.md).
+pub fn usage_cases() -> Vec<Case> {
+    use Algorithm::*;
+    use Mode::*;
+    let params = |algorithm, limit, window_ms, burst| Params {
+        algorithm,
+        limit,
+        window_ms,
+        burst,
+    };
+    const HOUR: u64 = 3_600_000;
+    // The end of the hour BASE_MS falls in, as an offset from it.
+    const END: u64 = HOUR - BASE_MS % HOUR;
+    // 10 a second, a bucket of 10: a charge of 25 owes 15, and asks wait until 16 tokens
+    // have refilled (the 15 owed and the 1 asked for): 1600 ms.
+    let bucket: &[UsageRow] = &[
+        (0, Ask, 0, true, 10, 0, 0, 0),
+        (0, Charge, 25, false, 0, 15, 2500, 1600),
+        (1000, Ask, 0, false, 0, 5, 2500, 600),
+        (1599, Ask, 0, false, 0, 0, 2500, 1),
+        (1600, Ask, 0, true, 1, 0, 2500, 0),
+        (1600, Refund, 5, true, 6, 0, 2000, 0),
+        (1600, Refund, 100, true, 10, 0, 1600, 0),
+        (1600, Ask, 3, true, 7, 0, 1900, 0),
+    ];
+    vec![
+        usage_case(
+            "fixed_window usage: 100 an hour, 40 a response: the 4th ask is denied until the window ends",
+            params(FixedWindow, 100, HOUR, 100),
+            &[
+                (0, Ask, 0, true, 100, 0, 0, 0),
+                (10, Charge, 40, true, 60, 0, END, 0),
+                (20, Ask, 0, true, 60, 0, END, 0),
+                (30, Charge, 40, true, 20, 0, END, 0),
+                (40, Ask, 0, true, 20, 0, END, 0),
+                (50, Charge, 40, false, 0, 20, END, END - 50),
+                (60, Ask, 0, false, 0, 20, END, END - 60),
+                (70, Refund, 30, true, 10, 0, END, 0),
+                (80, Charge, 10, false, 0, 0, END, END - 80),
+                (END, Ask, 0, true, 100, 0, END, 0),
+            ],
+        ),
+        usage_case(
+            "sliding_window_counter usage: a debt counts in its window, then weighted in the next",
+            params(SlidingWindowCounter, 10, 1000, 10),
+            &[
+                (0, Charge, 25, false, 0, 15, 1961, 1601),
+                (1600, Ask, 0, false, 0, 0, 1961, 1),
+                (1601, Ask, 0, true, 1, 0, 1961, 0),
+                (1601, Ask, 1, true, 0, 0, 2001, 0),
+            ],
+        ),
+        usage_case(
+            "token_bucket usage: a debt is repaid by the refill",
+            params(TokenBucket, 10, 1000, 10),
+            bucket,
+        ),
+        usage_case(
+            "gcra usage: a debt is repaid as time catches up",
+            params(Gcra, 10, 1000, 10),
+            bucket,
+        ),
+    ]
 }
 
 /// The hand-checked cases, at least one per algorithm.
@@ -180,6 +279,16 @@ pub fn cases() -> Vec<Case> {
 ///
 /// [`decide`]: crate::decide
 pub fn generated_cases(seed: u64, steps_per_case: usize) -> Vec<Case> {
+    generated(seed, steps_per_case, false)
+}
+
+/// [`generated_cases`] mixing asks, charges and refunds (where the algorithm carries a debt)
+/// among the consuming checks: every backend held to the core's debt arithmetic.
+pub fn generated_usage_cases(seed: u64, steps_per_case: usize) -> Vec<Case> {
+    generated(seed, steps_per_case, true)
+}
+
+fn generated(seed: u64, steps_per_case: usize, usage: bool) -> Vec<Case> {
     let mut rng = SplitMix(seed);
     let shapes: [(u64, u64, u64); 3] = [(5, 1000, 8), (7, 300, 3), (100, 60_000, 150)];
     let mut out = Vec::new();
@@ -200,18 +309,34 @@ pub fn generated_cases(seed: u64, steps_per_case: usize) -> Vec<Case> {
                     5..=7 => rng.below(window_ms / 4 + 1),
                     _ => rng.below(2 * window_ms),
                 };
-                let cost = rng.below(params.capacity().min(4) + 1);
-                let Ok(expect) = crate::decide(&params, &mut state, now, cost) else {
+                let mut cost = rng.below(params.capacity().min(4) + 1);
+                // Mostly consuming checks; asks on every algorithm, and charges (up to three
+                // capacities: into debt) and refunds where the algorithm carries a debt.
+                let mode = match if usage { rng.below(10) } else { 0 } {
+                    0..=5 => Mode::Consume,
+                    6 => Mode::Ask,
+                    7 | 8 if algorithm.carries_debt() => {
+                        cost = rng.below(3 * params.capacity() + 1);
+                        Mode::Charge
+                    }
+                    9 if algorithm.carries_debt() => Mode::Refund,
+                    _ => Mode::Ask,
+                };
+                let Ok(expect) = crate::decide_with(&params, &mut state, now, cost, mode) else {
                     continue;
                 };
                 steps.push(Step {
                     at_ms: now,
                     cost,
+                    mode,
                     expect,
                 });
             }
             out.push(Case {
-                name: format!("generated {algorithm} #{i} (seed {seed})"),
+                name: format!(
+                    "generated {}{algorithm} #{i} (seed {seed})",
+                    if usage { "usage " } else { "" }
+                ),
                 params,
                 steps,
             });

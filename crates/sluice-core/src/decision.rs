@@ -9,6 +9,9 @@ pub struct Decision {
     pub limit: u64,
     /// Requests of cost 1 that would still pass now, after this check.
     pub remaining: u64,
+    /// What the key owes beyond its limit after a charge took more than it had (usage
+    /// policies), in units of cost; 0 otherwise. While it is above 0 `remaining` is 0.
+    pub debt: u64,
     /// Unix milliseconds at which the key is back to full.
     pub reset_ms: u64,
     /// Milliseconds until a request of this cost could pass; 0 when allowed.
@@ -42,4 +45,9 @@ pub enum CheckError {
     /// A request costing more than the bucket or window can ever hold would wait forever.
     #[error("cost {cost} exceeds the policy's capacity {capacity}")]
     CostExceedsCapacity { cost: u64, capacity: u64 },
+    /// A charge or refund on an algorithm that cannot carry a debt.
+    #[error(
+        "{algorithm} cannot carry a debt, so it takes no charge (usage = true needs fixed_window, sliding_window_counter, token_bucket or gcra)"
+    )]
+    NoDebt { algorithm: crate::Algorithm },
 }

@@ -11,10 +11,12 @@
 mod algorithms;
 pub mod conformance;
 mod decision;
+mod mode;
 mod params;
 mod state;
 
 pub use decision::{CheckError, Decision};
+pub use mode::{MAX_BALANCE, Mode};
 pub use params::{Algorithm, MAX_EXACT, MAX_LOG_LIMIT, Params, ParamsError};
 pub use state::{LogEntry, State};
 
@@ -30,14 +32,48 @@ pub fn decide(
     now_ms: u64,
     cost: u64,
 ) -> Result<Decision, CheckError> {
-    let capacity = params.capacity();
-    if cost > capacity {
-        return Err(CheckError::CostExceedsCapacity { cost, capacity });
-    }
+    decide_with(params, state, now_ms, cost, Mode::Consume)
+}
+
+/// [`decide`] in any [`Mode`]: an ask (allowed while `max(cost, 1)` fits, consuming `cost`),
+/// a charge (adds `cost` whatever the room, the balance going into debt when it must) or a
+/// refund (gives `cost` back, never above full). A charge or refund answers as an ask of 0
+/// would afterwards: allowed while the key has at least 1 left; `debt` says what it owes.
+///
+/// Only algorithms that can carry a debt ([`Algorithm::carries_debt`]) take a charge or a
+/// refund.
+pub fn decide_with(
+    params: &Params,
+    state: &mut State,
+    now_ms: u64,
+    cost: u64,
+    mode: Mode,
+) -> Result<Decision, CheckError> {
+    validate_check(params, cost, mode)?;
     if !state.fits(params.algorithm) {
         *state = State::Fresh;
     }
-    Ok(algorithms::decide(params, state, now_ms, cost))
+    Ok(algorithms::decide(params, state, now_ms, mode.plan(cost)))
+}
+
+/// What [`decide_with`] refuses, asked without deciding: a cost that must fit beyond the
+/// capacity (it never could), or a charge or refund on an algorithm that carries no debt. A
+/// store that decides elsewhere (a Redis script) asks this before sending.
+pub fn validate_check(params: &Params, cost: u64, mode: Mode) -> Result<(), CheckError> {
+    if mode.adjusts() && !params.algorithm.carries_debt() {
+        return Err(CheckError::NoDebt {
+            algorithm: params.algorithm,
+        });
+    }
+    let capacity = params.capacity();
+    let need = mode.plan(cost).need;
+    if need > capacity {
+        return Err(CheckError::CostExceedsCapacity {
+            cost: need,
+            capacity,
+        });
+    }
+    Ok(())
 }
 
 /// Requests of cost 1 that would pass at `now_ms`: what a peek (`cost == 0`) of

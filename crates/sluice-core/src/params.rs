@@ -44,6 +44,13 @@ impl Algorithm {
         }
     }
 
+    /// Whether a key under this algorithm can owe more than its limit (a usage policy's
+    /// charge): a sliding log keeps one entry per request, with no room for what a request
+    /// used after the fact, and a leaky bucket's queue delays requests rather than owing.
+    pub fn carries_debt(self) -> bool {
+        !matches!(self, Algorithm::SlidingWindowLog | Algorithm::LeakyBucket)
+    }
+
     /// Whether `burst` means anything to this algorithm (window algorithms ignore it).
     pub fn uses_burst(self) -> bool {
         matches!(

@@ -51,6 +51,7 @@ async fn run(name: &str, store: Arc<dyn Store>, algorithm: Algorithm, seconds: u
                     key: &key,
                     params,
                     cost: 1,
+                    mode: sluice_core::Mode::Consume,
                 };
                 // The memory store never yields by itself; let the timer run.
                 tokio::task::yield_now().await;

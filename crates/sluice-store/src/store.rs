@@ -3,14 +3,16 @@
 //! candidate limits).
 
 use async_trait::async_trait;
-use sluice_core::{Decision, Params};
+use sluice_core::{Decision, Mode, Params};
 
 use crate::StoreError;
 use crate::settings::{
     CandidateOverride, LimitOverride, Setting, SettingKind, Settings, StoredSetting, typed,
 };
 
-/// One check handed to a store: `cost` for `key` under `policy`, decided with `params`.
+/// One check handed to a store: `cost` for `key` under `policy`, decided with `params`, in
+/// `mode` (consume, ask, charge or refund: see [`Mode`]; a batch holding a charge still
+/// commits all or nothing, so a charge goes alone).
 ///
 /// The state of a limit is identified by `(policy, key)`: a caller's tier changes its
 /// parameters, not its counters.
@@ -20,6 +22,20 @@ pub struct Check<'a> {
     pub key: &'a str,
     pub params: Params,
     pub cost: u64,
+    pub mode: Mode,
+}
+
+impl<'a> Check<'a> {
+    /// An ordinary check: consumes `cost` when it fits.
+    pub fn consume(policy: &'a str, key: &'a str, params: Params, cost: u64) -> Self {
+        Check {
+            policy,
+            key,
+            params,
+            cost,
+            mode: Mode::Consume,
+        }
+    }
 }
 
 /// The name a candidate limit's state of `policy` is kept under by the stores that keep it as
@@ -38,6 +54,16 @@ pub fn candidate_policy(policy: &str) -> String {
 /// valid for the limit in force, gets no error for it.
 pub(crate) fn candidate_cost(cost: u64, candidate: &Params) -> u64 {
     if cost > candidate.capacity() { 0 } else { cost }
+}
+
+/// The mode a candidate judges a check in: the check's own, except a charge or refund on an
+/// algorithm that carries no debt, which it judges as an ask.
+pub(crate) fn candidate_mode(mode: Mode, candidate: &Params) -> Mode {
+    if mode.adjusts() && !candidate.algorithm.carries_debt() {
+        Mode::Ask
+    } else {
+        mode
+    }
 }
 
 /// The candidate's decision from what its state answered for [`candidate_cost`]: for a cost
@@ -69,6 +95,7 @@ pub(crate) fn candidate_check<'a>(
         params: *candidate,
         cost: candidate_cost(check.cost, candidate),
         key: check.key,
+        mode: candidate_mode(check.mode, candidate),
     }
 }
 

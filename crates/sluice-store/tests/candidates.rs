@@ -33,12 +33,7 @@ fn params(algorithm: Algorithm, limit: u64, window_ms: u64, burst: u64) -> Param
 }
 
 fn check<'a>(policy: &'a str, key: &'a str, params: Params, cost: u64) -> Check<'a> {
-    Check {
-        policy,
-        key,
-        params,
-        cost,
-    }
+    Check::consume(policy, key, params, cost)
 }
 
 /// The limit in force while a conformance case is replayed as the candidate: another
@@ -304,6 +299,7 @@ async fn concurrent_candidates_allow_exactly_their_limit() {
                             key,
                             params: limit,
                             cost: 1,
+                            mode: sluice_core::Mode::Consume,
                         };
                         let (decision, judged) = store
                             .check_with_candidate(&check, &candidate, now)
@@ -363,6 +359,7 @@ async fn candidates_stay_within_their_limit_in_every_window() {
                             key,
                             params: limit,
                             cost: 1,
+                            mode: sluice_core::Mode::Consume,
                         };
                         let (_, judged) = store
                             .check_with_candidate(&check, &candidate, common::now_ms())
@@ -483,6 +480,7 @@ async fn a_candidate_rides_in_its_checks_call() {
             key,
             params: params(Algorithm::ALL[i % 6], 9, 60_000, 9),
             cost: 1,
+            mode: sluice_core::Mode::Consume,
         })
         .collect();
     let candidates: Vec<Option<Params>> = (0..10)
@@ -553,6 +551,7 @@ async fn batches_judge_their_candidates_each_on_its_own() {
                 key: keys[k],
                 params: policies[p].1,
                 cost,
+                mode: sluice_core::Mode::Consume,
             })
             .collect()
     };

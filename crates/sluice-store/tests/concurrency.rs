@@ -39,6 +39,7 @@ async fn concurrent_checks_admit_exactly_the_limit() {
                             key,
                             params,
                             cost: 1,
+                            mode: sluice_core::Mode::Consume,
                         };
                         if store.check(&check, now).await.unwrap().allowed {
                             admitted.fetch_add(1, Ordering::Relaxed);
@@ -102,6 +103,7 @@ async fn many_keys_group_per_master_and_admit_exactly() {
                             key: &keys[key],
                             params,
                             cost: 1,
+                            mode: sluice_core::Mode::Consume,
                         };
                         if store.check(&check, now).await.unwrap().allowed {
                             admitted[key].fetch_add(1, Ordering::Relaxed);
@@ -161,6 +163,7 @@ async fn racing_batches_account_exactly() {
                             key: "b",
                             params: b,
                             cost: 1,
+                            mode: sluice_core::Mode::Consume,
                         };
                         if store.check(&check, now).await.unwrap().allowed {
                             singles.fetch_add(1, Ordering::Relaxed);
@@ -172,12 +175,14 @@ async fn racing_batches_account_exactly() {
                                 key: "a",
                                 params: a,
                                 cost: 1,
+                                mode: sluice_core::Mode::Consume,
                             },
                             Check {
                                 policy: "race",
                                 key: "b",
                                 params: b,
                                 cost: 2,
+                                mode: sluice_core::Mode::Consume,
                             },
                         ];
                         let decisions = store.check_all(&batch, now).await.unwrap();
@@ -198,6 +203,7 @@ async fn racing_batches_account_exactly() {
             key,
             params,
             cost: 0,
+            mode: sluice_core::Mode::Consume,
         };
         let left_a = store.check(&peek("a", a), now).await.unwrap().remaining;
         let left_b = store.check(&peek("b", b), now).await.unwrap().remaining;

@@ -8,7 +8,7 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use sluice_core::conformance::{Case, cases, generated_cases};
+use sluice_core::conformance::{Case, cases, generated_cases, generated_usage_cases, usage_cases};
 use sluice_core::{Algorithm, Decision, Params};
 use sluice_store::{
     Check, MemoryStore, ReplicatedStore, ReplicatedStoreConfig, Replication, SharedBackend, Store,
@@ -27,12 +27,13 @@ async fn replay(name: &str, store: &dyn Store, all: &[Case], tag: &str) {
                 key: &key,
                 params: case.params,
                 cost: step.cost,
+                mode: step.mode,
             };
             let got = store.check(&check, step.at_ms).await.unwrap();
             assert_eq!(
                 got, step.expect,
-                "{name}: case {:?} step {i} (at {}, cost {})",
-                case.name, step.at_ms, step.cost
+                "{name}: case {:?} step {i} (at {}, {:?} {})",
+                case.name, step.at_ms, step.mode, step.cost
             );
         }
     }
@@ -42,8 +43,11 @@ async fn replay(name: &str, store: &dyn Store, all: &[Case], tag: &str) {
 async fn every_backend_answers_the_conformance_table() {
     let servers = common::Servers::start();
     let mut all = cases();
+    all.extend(usage_cases());
     for seed in [1, 2, 3, 42] {
         all.extend(generated_cases(seed, 200));
+        // Asks, charges into debt and refunds: the Lua scripts' debt arithmetic is the core's.
+        all.extend(generated_usage_cases(seed, 200));
     }
     assert!(all.len() > 60);
     for (name, store) in common::all_stores_with(&servers, "conf", GRACE).await {
@@ -165,6 +169,7 @@ async fn batches_match_the_reference_on_every_backend() {
                         key: keys[k],
                         params: policies[p].1,
                         cost,
+                        mode: sluice_core::Mode::Consume,
                     })
                     .collect();
                 out.push(store.check_all(&batch, *at).await.unwrap());
@@ -177,6 +182,7 @@ async fn batches_match_the_reference_on_every_backend() {
                             key,
                             params: *params,
                             cost: 0,
+                            mode: sluice_core::Mode::Consume,
                         })
                     })
                     .collect();
@@ -293,6 +299,7 @@ async fn replay_sequences(
                 key: &key,
                 params,
                 cost,
+                mode: sluice_core::Mode::Consume,
             };
             out.push(store.check(&check, at).await.unwrap());
         }

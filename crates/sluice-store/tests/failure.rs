@@ -28,6 +28,7 @@ async fn timed_check(store: &dyn Store, key: &str) -> (Result<(), StoreError>, D
         key,
         params: params(),
         cost: 1,
+        mode: sluice_core::Mode::Consume,
     };
     let start = Instant::now();
     let result = store.check(&check, common::now_ms()).await.map(|d| {
@@ -176,6 +177,7 @@ async fn cluster_serves_again_after_a_master_fails_over() {
         key,
         params: params(),
         cost: 0,
+        mode: sluice_core::Mode::Consume,
     };
     let left = store
         .check(&peek, common::now_ms())

@@ -29,6 +29,7 @@ async fn hostile_keys_neither_collide_nor_change_slot() {
                 key,
                 params,
                 cost: i as u64 + 1,
+                mode: sluice_core::Mode::Consume,
             };
             assert!(
                 store.check(&check, now).await.unwrap().allowed,
@@ -41,6 +42,7 @@ async fn hostile_keys_neither_collide_nor_change_slot() {
                 key,
                 params,
                 cost: 0,
+                mode: sluice_core::Mode::Consume,
             };
             let left = store.check(&peek, now).await.unwrap().remaining;
             assert_eq!(left, 20 - (i as u64 + 1), "{name}: key {key:?} collided");
@@ -117,6 +119,7 @@ async fn every_key_has_a_ttl_within_its_state_expiry() {
                         key: &key,
                         params,
                         cost: 1 + i % 2,
+                        mode: sluice_core::Mode::Consume,
                     };
                     let got = if candidate {
                         check.params = in_force;
@@ -189,6 +192,7 @@ async fn batches_over_many_slots_work_on_the_cluster() {
                 key,
                 params: params(i),
                 cost: 2,
+                mode: sluice_core::Mode::Consume,
             })
             .collect();
         let first = store.check_all(&batch, now).await.unwrap();
@@ -213,6 +217,7 @@ async fn batches_over_many_slots_work_on_the_cluster() {
                 key,
                 params: params(i),
                 cost: 0,
+                mode: sluice_core::Mode::Consume,
             };
             assert_eq!(
                 store.check(&peek, now).await.unwrap().remaining,
@@ -260,6 +265,7 @@ async fn each_check_is_exactly_one_evalsha() {
                 key: &key,
                 params: Params::new(algorithm, 1000, 60_000, 1000).unwrap(),
                 cost: 1,
+                mode: sluice_core::Mode::Consume,
             };
             store.check(&c, common::now_ms()).await.unwrap();
         };
@@ -306,6 +312,7 @@ async fn each_check_is_exactly_one_evalsha() {
             key,
             params: Params::new(Algorithm::ALL[i % 6], 9, 60_000, 9).unwrap(),
             cost: 1,
+            mode: sluice_core::Mode::Consume,
         })
         .collect();
     redis.check_all(&batch, common::now_ms()).await.unwrap(); // loads the batch script

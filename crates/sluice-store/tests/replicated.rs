@@ -70,6 +70,7 @@ fn check(policy: &str, key: &'static str, limit: u64, cost: u64) -> Check<'stati
             burst: limit,
         },
         cost,
+        mode: sluice_core::Mode::Consume,
     }
 }
 

@@ -100,6 +100,7 @@ fn clients(
                         key: &keys[key].1,
                         params: params(keys[key].0),
                         cost: 1,
+                        mode: sluice_core::Mode::Consume,
                     });
                     let (now, candidate) = (common::now_ms(), candidate());
                     let (a, b) = tokio::join!(
@@ -202,6 +203,7 @@ async fn under_load(
             key: name,
             params: params(policy),
             cost: 0,
+            mode: sluice_core::Mode::Consume,
         };
         let (_, left) = store
             .check_with_candidate(&peek, &candidate(), common::now_ms())
@@ -344,6 +346,7 @@ async fn pairs_split_by_a_migration_run_each_part_once() {
                         key: &keys[key].1,
                         params: params(ONE_KEY),
                         cost: 1,
+                        mode: sluice_core::Mode::Consume,
                     };
                     let at = &counts[key];
                     match store
@@ -387,6 +390,7 @@ async fn pairs_split_by_a_migration_run_each_part_once() {
             key: name,
             params: params(policy),
             cost: 0,
+            mode: sluice_core::Mode::Consume,
         };
         let (left, candidate_left) = store
             .check_with_candidate(&peek, &candidate(), common::now_ms())

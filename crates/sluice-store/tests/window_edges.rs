@@ -165,6 +165,7 @@ async fn run_load(stores: Vec<Arc<dyn Store>>, pids: Vec<String>) -> Vec<Option<
                     key: &names[algorithm][key],
                     params: params(ALGORITHMS[algorithm]),
                     cost: 1,
+                    mode: sluice_core::Mode::Consume,
                 };
                 let result = store.check(&check, stamp_ms).await;
                 let answered_ms = common::now_ms();

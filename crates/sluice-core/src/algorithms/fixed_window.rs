@@ -1,6 +1,7 @@
 //! fixed_window: a counter per aligned window. Cheap and loose: a client can pass `limit` at
 //! the end of one window and `limit` again at the start of the next (2x at the boundary).
 
+use crate::mode::{MAX_BALANCE, Plan, remaining_and_debt};
 use crate::{Decision, Params};
 
 pub(super) fn decide(
@@ -8,7 +9,7 @@ pub(super) fn decide(
     window: &mut u64,
     count: &mut u64,
     now: u64,
-    cost: u64,
+    plan: Plan,
 ) -> Decision {
     let w = p.window_ms;
     // A clock behind the stored window keeps counting in the stored window: no fresh quota.
@@ -17,15 +18,19 @@ pub(super) fn decide(
         *window = index;
         *count = 0;
     }
-    let allowed = count.saturating_add(cost) <= p.limit;
+    // A charge counts in the window it was charged in, beyond the limit if need be.
+    *count = plan.adjust(*count, 1, MAX_BALANCE);
+    let allowed = *count <= p.limit.saturating_sub(plan.need);
     if allowed {
-        *count += cost;
+        *count += plan.take;
     }
+    let (remaining, debt) = remaining_and_debt(p.limit, *count, 1);
     let window_end = index.saturating_add(1).saturating_mul(w);
     Decision {
         allowed,
         limit: p.limit,
-        remaining: p.limit.saturating_sub(*count),
+        remaining,
+        debt,
         reset_ms: if *count == 0 { now } else { window_end },
         retry_after_ms: if allowed {
             0

@@ -9,30 +9,31 @@ mod token_bucket;
 
 use std::collections::VecDeque;
 
-use crate::{Algorithm, Decision, Params, State};
+use crate::mode::Plan;
+use crate::{Algorithm, Decision, Mode, Params, State};
 
-pub(crate) fn decide(params: &Params, state: &mut State, now: u64, cost: u64) -> Decision {
+pub(crate) fn decide(params: &Params, state: &mut State, now: u64, plan: Plan) -> Decision {
     if matches!(state, State::Fresh) {
         *state = initial(params, now);
     }
     match state {
         State::FixedWindow { window, count } => {
-            fixed_window::decide(params, window, count, now, cost)
+            fixed_window::decide(params, window, count, now, plan)
         }
         State::SlidingWindowCounter {
             window,
             current,
             previous,
-        } => sliding_window_counter::decide(params, window, current, previous, now, cost),
+        } => sliding_window_counter::decide(params, window, current, previous, now, plan),
         State::SlidingWindowLog { log, used } => {
-            sliding_window_log::decide(params, log, used, now, cost)
+            sliding_window_log::decide(params, log, used, now, plan)
         }
         State::TokenBucket { used, last_ms } => {
-            token_bucket::decide(params, used, last_ms, now, cost)
+            token_bucket::decide(params, used, last_ms, now, plan)
         }
-        State::Gcra { tat_ms, tat_rem } => gcra::decide(params, tat_ms, tat_rem, now, cost),
+        State::Gcra { tat_ms, tat_rem } => gcra::decide(params, tat_ms, tat_rem, now, plan),
         // `initial` never returns Fresh; answering as an empty fixed window keeps this total.
-        State::Fresh => fixed_window::decide(params, &mut 0, &mut 0, now, cost),
+        State::Fresh => fixed_window::decide(params, &mut 0, &mut 0, now, plan),
     }
 }
 
@@ -44,7 +45,7 @@ pub(crate) fn remaining(params: &Params, state: &State, now: u64) -> u64 {
         State::SlidingWindowLog { log, used } => {
             sliding_window_log::remaining(params, log, *used, now)
         }
-        _ => decide(params, &mut state.clone(), now, 0).remaining,
+        _ => decide(params, &mut state.clone(), now, Mode::Consume.plan(0)).remaining,
     }
 }
 

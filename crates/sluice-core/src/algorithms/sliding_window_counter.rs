@@ -2,6 +2,7 @@
 //! of it still overlaps the sliding window. Constant memory, close to a sliding log, no 2x
 //! boundary burst.
 
+use crate::mode::{MAX_BALANCE, Plan, remaining_and_debt};
 use crate::{Decision, Params};
 
 pub(super) fn decide(
@@ -10,7 +11,7 @@ pub(super) fn decide(
     current: &mut u64,
     previous: &mut u64,
     now: u64,
-    cost: u64,
+    plan: Plan,
 ) -> Decision {
     let w = p.window_ms;
     // A clock behind the stored window is read as the stored window's start, where the
@@ -27,12 +28,16 @@ pub(super) fn decide(
     *window = index;
     let start = index * w;
     let elapsed = now - start;
+    // A charge counts in the window it was charged in (and, weighted, in the next one); the
+    // ceiling keeps `previous * w` exact in a Lua double.
+    *current = plan.adjust(*current, 1, MAX_BALANCE / w);
     let mut used = weighted(*previous, elapsed, w).saturating_add(*current);
-    let allowed = used.saturating_add(cost) <= p.limit;
+    let allowed = used <= p.limit.saturating_sub(plan.need);
     if allowed {
-        *current += cost;
-        used += cost;
+        *current += plan.take;
+        used += plan.take;
     }
+    let need = plan.need;
 
     let next_start = start.saturating_add(w);
     let reset_ms = if *current > 0 {
@@ -44,20 +49,22 @@ pub(super) fn decide(
     };
     let retry_after_ms = if allowed {
         0
-    } else if current.saturating_add(cost) <= p.limit {
-        let room = p.limit - *current - cost;
+    } else if *current <= p.limit - need {
+        let room = p.limit - *current - need;
         start
             .saturating_add(decay_point(*previous, room, w))
             .saturating_sub(now)
     } else {
         next_start
-            .saturating_add(decay_point(*current, p.limit - cost, w))
+            .saturating_add(decay_point(*current, p.limit - need, w))
             .saturating_sub(now)
     };
+    let (remaining, debt) = remaining_and_debt(p.limit, used, 1);
     Decision {
         allowed,
         limit: p.limit,
-        remaining: p.limit.saturating_sub(used),
+        remaining,
+        debt,
         reset_ms,
         retry_after_ms,
         delay_ms: 0,

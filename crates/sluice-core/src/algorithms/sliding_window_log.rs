@@ -3,6 +3,7 @@
 
 use std::collections::VecDeque;
 
+use crate::mode::Plan;
 use crate::{Decision, LogEntry, Params};
 
 /// What [`decide`] answers as `remaining` for a peek at `now`, reading the log in place: the
@@ -22,8 +23,10 @@ pub(super) fn decide(
     log: &mut VecDeque<LogEntry>,
     used: &mut u64,
     now: u64,
-    cost: u64,
+    plan: Plan,
 ) -> Decision {
+    // A log carries no debt (`decide` refuses a charge on it): only `need` and `take` apply.
+    let (need, cost) = (plan.need, plan.take);
     let w = p.window_ms;
     // A clock behind the newest entry is read as that entry's time: no entry expires early.
     let now = now.max(log.back().map_or(0, |entry| entry.at_ms));
@@ -34,7 +37,7 @@ pub(super) fn decide(
         *used = used.saturating_sub(oldest.cost);
         log.pop_front();
     }
-    let allowed = used.saturating_add(cost) <= p.limit;
+    let allowed = used.saturating_add(need) <= p.limit;
     if allowed && cost > 0 {
         *used += cost;
         match log.back_mut() {
@@ -46,7 +49,7 @@ pub(super) fn decide(
         0
     } else {
         // Wait for the oldest entries to leave the window until this cost fits.
-        let needed = *used + cost - p.limit;
+        let needed = *used + need - p.limit;
         let mut freed = 0;
         let mut at = now;
         for entry in log.iter() {
@@ -62,6 +65,7 @@ pub(super) fn decide(
         allowed,
         limit: p.limit,
         remaining: p.limit.saturating_sub(*used),
+        debt: 0,
         reset_ms: log
             .back()
             .map_or(now, |entry| entry.at_ms.saturating_add(w)),

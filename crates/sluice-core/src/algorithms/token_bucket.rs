@@ -6,6 +6,7 @@
 //! It is kept in units of `1 / window_ms` token, so a millisecond refills exactly `limit`
 //! units and no fraction is ever rounded.
 
+use crate::mode::{MAX_BALANCE, Plan, remaining_and_debt};
 use crate::{Decision, Params};
 
 /// Unix ms at which a bucket missing `used` units as of `last_ms` is full again.
@@ -18,7 +19,7 @@ pub(super) fn decide(
     used: &mut u64,
     last_ms: &mut u64,
     now: u64,
-    cost: u64,
+    plan: Plan,
 ) -> Decision {
     let cap = p.burst * p.window_ms;
     // A clock behind the last check refills nothing.
@@ -26,20 +27,27 @@ pub(super) fn decide(
     let refill = (now - *last_ms).saturating_mul(p.limit);
     *used = used.saturating_sub(refill);
     *last_ms = now;
-    let need = cost * p.window_ms;
-    let allowed = used.saturating_add(need) <= cap;
+    // A charge may take out more than the bucket holds: the debt is carried forward and the
+    // refill repays it before the key is allowed again.
+    *used = plan.adjust(*used, p.window_ms, MAX_BALANCE);
+    // `need <= cap` (checked by `decide`): no intermediate exceeds the balance, so the
+    // arithmetic is exact in a Lua double too.
+    let room = cap.saturating_sub(plan.need * p.window_ms);
+    let allowed = *used <= room;
     if allowed {
-        *used += need;
+        *used += plan.take * p.window_ms;
     }
+    let (remaining, debt) = remaining_and_debt(cap, *used, p.window_ms);
     Decision {
         allowed,
         limit: p.limit,
-        remaining: cap.saturating_sub(*used) / p.window_ms,
+        remaining,
+        debt,
         reset_ms: full_at(p, *used, now),
         retry_after_ms: if allowed {
             0
         } else {
-            (*used + need - cap).div_ceil(p.limit)
+            (*used - room).div_ceil(p.limit)
         },
         delay_ms: 0,
     }

@@ -106,6 +106,7 @@ impl<'a> Throttle<'a> {
             key: self.key,
             params: self.params,
             cost: if self.fits() { self.quantity } else { 0 },
+            mode: sluice_core::Mode::Consume,
         }
     }
 

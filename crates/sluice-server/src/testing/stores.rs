@@ -64,6 +64,7 @@ impl Store for Gate {
             reset_ms: now_ms,
             retry_after_ms: 0,
             delay_ms: 0,
+            debt: 0,
         })
     }
     async fn check_all(&self, _: &[Check<'_>], _: u64) -> Result<Vec<Decision>, StoreError> {

@@ -46,11 +46,12 @@ impl MemoryStore {
                     .map_or(State::Fresh, |e| e.state.clone()),
             };
             let mut state = original.clone();
-            decisions.push(sluice_core::decide(
+            decisions.push(sluice_core::decide_with(
                 &check.params,
                 &mut state,
                 now_ms,
                 check.cost,
+                check.mode,
             )?);
             originals.push(original);
             working.push(state);

@@ -30,7 +30,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use ahash::RandomState;
 use async_trait::async_trait;
 use parking_lot::Mutex;
-use sluice_core::{Decision, Params, State};
+use sluice_core::{Decision, Mode, Params, State};
 
 use self::keys::{Expiry, hash_of};
 use self::overrides::Overrides;
@@ -205,8 +205,13 @@ impl MemoryStore {
             && let Some(at) = keys.position(hash, check.key)
         {
             let entry = &mut keys.slots[at].entry;
-            let decision =
-                sluice_core::decide(&check.params, &mut entry.state, now_ms, check.cost)?;
+            let decision = sluice_core::decide_with(
+                &check.params,
+                &mut entry.state,
+                now_ms,
+                check.cost,
+                check.mode,
+            )?;
             let expires_at = sluice_core::expires_at(&check.params, &entry.state);
             let hint = entry.expiry.limits();
             let limits = keys.limits_of(&check.params, hint);
@@ -214,9 +219,16 @@ impl MemoryStore {
             return Ok(decision);
         }
         let mut state = State::Fresh;
-        let decision = sluice_core::decide(&check.params, &mut state, now_ms, check.cost)?;
-        // A peek at an unknown key, or a denial of one, leaves nothing worth remembering.
-        if check.cost > 0 && decision.allowed {
+        let decision =
+            sluice_core::decide_with(&check.params, &mut state, now_ms, check.cost, check.mode)?;
+        // A peek at an unknown key, a denial of one or a refund to it leaves nothing worth
+        // remembering; a charge always does.
+        let kept = match check.mode {
+            Mode::Charge => check.cost > 0,
+            Mode::Refund => false,
+            Mode::Consume | Mode::Ask => check.cost > 0 && decision.allowed,
+        };
+        if kept {
             self.put(shard, hash, check, state, now_ms);
         }
         Ok(decision)

@@ -14,6 +14,7 @@ pub(super) fn check<'a>(key: &'a str, params: Params, cost: u64) -> Check<'a> {
         key,
         params,
         cost,
+        mode: sluice_core::Mode::Consume,
     }
 }
 
@@ -24,6 +25,7 @@ pub(super) fn one<'a>(policy: &'a str, key: &'a str, params: Params) -> Check<'a
         key,
         params,
         cost: 1,
+        mode: sluice_core::Mode::Consume,
     }
 }
 

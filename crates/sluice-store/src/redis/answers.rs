@@ -25,6 +25,11 @@ fn n(v: i64) -> u64 {
     u64::try_from(v).unwrap_or(0)
 }
 
+/// `(remaining, debt)` from the signed remaining the scripts answer: below 0, minus the debt.
+fn remaining_and_debt(v: i64) -> (u64, u64) {
+    (n(v), n(v.saturating_neg()))
+}
+
 /// The [`Outcome`] of one check from its [`FIELDS`] fields.
 pub(crate) fn outcome(limit: u64, fields: &[i64]) -> Result<Outcome, StoreError> {
     let &[
@@ -43,11 +48,13 @@ pub(crate) fn outcome(limit: u64, fields: &[i64]) -> Result<Outcome, StoreError>
             fields.len()
         )));
     };
+    let (remaining, debt) = remaining_and_debt(remaining);
     Ok(Outcome {
         decision: Decision {
             allowed: allowed == 1,
             limit,
-            remaining: n(remaining),
+            remaining,
+            debt,
             reset_ms: n(reset),
             retry_after_ms: n(retry),
             delay_ms: n(delay),
@@ -106,10 +113,12 @@ pub(crate) fn group_answers(
                 return GroupAnswer::NotRun;
             }
             let allowed = allowed == 1;
+            let (remaining, debt) = remaining_and_debt(remaining);
             GroupAnswer::Decided(Decision {
                 allowed,
                 limit,
-                remaining: n(remaining),
+                remaining,
+                debt,
                 reset_ms: n(reset),
                 retry_after_ms: if allowed { 0 } else { n(wait) },
                 delay_ms: if allowed { n(wait) } else { 0 },

@@ -12,7 +12,7 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use sluice_core::{CheckError, Decision, Params};
+use sluice_core::{Decision, Mode, Params};
 
 use super::answers::{FIELDS, Outcome, outcome};
 use super::group;
@@ -21,7 +21,7 @@ use super::lanes::{CheckCall, Decided, Entry};
 use super::runner::ScriptRunner;
 use super::script_store::ScriptStore;
 use super::scripts::{ScriptId, algorithm_code};
-use crate::store::{candidate_cost, candidate_decision};
+use crate::store::{candidate_cost, candidate_decision, candidate_mode};
 use crate::{BatchObserver, Check, Store, StoreError, StoreKind};
 
 #[async_trait]
@@ -108,14 +108,7 @@ pub(crate) fn validate(check: &Check<'_>) -> Result<(), StoreError> {
     check.params.validate().map_err(|e| {
         StoreError::Backend(format!("invalid parameters for {}: {e}", check.policy))
     })?;
-    let capacity = check.params.capacity();
-    if check.cost > capacity {
-        return Err(CheckError::CostExceedsCapacity {
-            cost: check.cost,
-            capacity,
-        }
-        .into());
-    }
+    sluice_core::validate_check(&check.params, check.cost, check.mode)?;
     Ok(())
 }
 
@@ -146,6 +139,7 @@ fn candidate_entry(
         keys,
         params: *params,
         cost: candidate_cost(check.cost, params),
+        mode: candidate_mode(check.mode, params),
     })
 }
 
@@ -176,6 +170,7 @@ async fn one<C: ScriptRunner + ?Sized>(
             keys,
             params: check.params,
             cost: check.cost,
+            mode: check.mode,
         },
         candidate: candidate_entry,
         now_ms,
@@ -224,7 +219,8 @@ async fn send<C: ScriptRunner + ?Sized>(
 }
 
 /// The KEYS and ARGV of a batch or refund call: `now`, the count and the TTL grace, then per
-/// check its algorithm code, parameters and cost (and the refund token, with one).
+/// check its algorithm code, parameters and cost, then the refund token (a refund call) or
+/// the mode (a batch call).
 fn batch_call<'c>(
     ttl_grace_ms: u64,
     items: impl ExactSizeIterator<Item = (&'c Check<'c>, &'c [String], Option<u64>)>,
@@ -239,7 +235,10 @@ fn batch_call<'c>(
         keys.extend_from_slice(check_keys);
         args.push(algorithm_code(check.params.algorithm).to_string());
         push_params(&mut args, &check.params, check.cost);
-        args.extend(token.map(|t| t.to_string()));
+        args.push(match token {
+            Some(token) => token.to_string(),
+            None => check.mode.code().to_string(),
+        });
     }
     (keys, args)
 }
@@ -270,6 +269,7 @@ async fn batch<C: ScriptRunner + ?Sized>(
         call_keys.extend_from_slice(&entry.keys);
         args.push(algorithm_code(entry.params.algorithm).to_string());
         push_params(&mut args, &entry.params, entry.cost);
+        args.push(entry.mode.code().to_string());
     }
     let answer = store.eval(ScriptId::Batch, call_keys, args).await?;
     let Some((committed, rest)) = answer.split_first() else {
@@ -377,9 +377,17 @@ async fn all<C: ScriptRunner + ?Sized>(
             .await;
     }
     let permit = bounds.owned_permit()?;
-    let owned: Vec<(String, String, Params, u64)> = checks
+    let owned: Vec<(String, String, Params, u64, Mode)> = checks
         .iter()
-        .map(|c| (c.policy.to_owned(), c.key.to_owned(), c.params, c.cost))
+        .map(|c| {
+            (
+                c.policy.to_owned(),
+                c.key.to_owned(),
+                c.params,
+                c.cost,
+                c.mode,
+            )
+        })
         .collect();
     let task_store = store.clone();
     let decided = async move {
@@ -388,11 +396,12 @@ async fn all<C: ScriptRunner + ?Sized>(
             let _permit = permit;
             let checks: Vec<Check<'_>> = owned
                 .iter()
-                .map(|(policy, key, params, cost)| Check {
+                .map(|(policy, key, params, cost, mode)| Check {
                     policy,
                     key,
                     params: *params,
                     cost: *cost,
+                    mode: *mode,
                 })
                 .collect();
             decide_groups(&task_store, &checks, &keys, &judged, &groups, now_ms).await

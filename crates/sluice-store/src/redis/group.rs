@@ -14,7 +14,7 @@
 //! script decides every entry on its own, so the candidate never changes the check's
 //! answer); alone on its lane, it goes as a group call of those two entries on its slot.
 
-use sluice_core::Algorithm;
+use sluice_core::{Algorithm, Mode};
 
 use super::answers::{GroupAnswer, group_answers, outcome};
 use super::lanes::{Answer, CheckCall, Entry, Joined, PARAM_BYTES, Queued};
@@ -214,7 +214,7 @@ async fn alone<C: ScriptRunner + ?Sized>(store: &ScriptStore<C>, call: CheckCall
     }
     let params = &call.check.params;
     let algorithm = params.algorithm;
-    let args = vec![
+    let mut args = vec![
         call.now_ms.to_string(),
         params.limit.to_string(),
         params.window_ms.to_string(),
@@ -223,6 +223,10 @@ async fn alone<C: ScriptRunner + ?Sized>(store: &ScriptStore<C>, call: CheckCall
         u64::from(algorithm == Algorithm::LeakyBucket).to_string(),
         store.layout().ttl_grace_ms.to_string(),
     ];
+    // The mode only when it is not the default consume: the hot path sends what it did.
+    if call.check.mode != Mode::Consume {
+        args.push(call.check.mode.code().to_string());
+    }
     let answer = store
         .eval(ScriptId::check(algorithm), call.check.keys, args)
         .await?;

@@ -14,7 +14,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
-use sluice_core::{Decision, Params};
+use sluice_core::{Decision, Mode, Params};
 use tokio::sync::oneshot;
 
 use super::runner::Lane;
@@ -27,7 +27,7 @@ pub(crate) const MAX_GROUP: usize = 64;
 pub(crate) const MAX_GROUP_BYTES: usize = 16 * 1024;
 
 /// Bytes of one entry's parameters in a group call.
-pub(crate) const PARAM_BYTES: usize = 6 * 8;
+pub(crate) const PARAM_BYTES: usize = 7 * 8;
 
 /// One state a script call decides: its keys, its parameters and the cost asked of it (a
 /// check's own, or a candidate limit's judging of that check).
@@ -36,10 +36,11 @@ pub(crate) struct Entry {
     pub keys: Vec<String>,
     pub params: Params,
     pub cost: u64,
+    pub mode: Mode,
 }
 
 impl Entry {
-    /// Its part of the group script's parameters: code, now, limit, window, burst, cost, as
+    /// Its part of the group script's parameters: code, now, limit, window, burst, cost, mode, as
     /// little-endian doubles (exact: every value is an integer below 2^53, as the scripts'
     /// Lua numbers require anyway). Redis parses no digits for them: one argument per group
     /// instead of six per check, each a `strtod` in Lua, was a fifth of Redis's work.
@@ -52,6 +53,7 @@ impl Entry {
             p.window_ms,
             p.burst,
             self.cost,
+            u64::from(self.mode.code()),
         ] {
             // u64 → f64 rounds only above 2^53, where no limit, time or window lies.
             #[allow(clippy::cast_precision_loss)]

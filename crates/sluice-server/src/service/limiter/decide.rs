@@ -223,6 +223,7 @@ impl Limiter {
                 key: input.key,
                 params: limit.params,
                 cost,
+                mode: sluice_core::Mode::Consume,
             },
             limit,
             policy: policy.clone(),

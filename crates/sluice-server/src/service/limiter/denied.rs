@@ -64,6 +64,7 @@ impl DeniedCache {
             reset_ms: denial.reset_ms,
             retry_after_ms: denial.until_ms - now_ms,
             delay_ms: 0,
+            debt: 0,
         })
     }
 
@@ -126,6 +127,7 @@ mod tests {
             reset_ms: 5_000,
             retry_after_ms,
             delay_ms: 0,
+            debt: 0,
         }
     }
 

@@ -275,6 +275,7 @@ mod tests {
             reset_ms,
             retry_after_ms: 0,
             delay_ms: 0,
+            debt: 0,
         }
     }
 

@@ -74,6 +74,7 @@ impl Limiter {
                         reset_ms,
                         retry_after_ms: 0,
                         delay_ms: 0,
+                        debt: 0,
                     };
                     return Ok(self.verdict(one, decision, now_ms, started));
                 }
@@ -181,6 +182,7 @@ impl Limiter {
                 key: &unspent.slot.key,
                 params: unspent.params,
                 cost: unspent.units,
+                mode: sluice_core::Mode::Consume,
             };
             let outcome = match self.store.give_back(&check, unspent.token, now_ms).await {
                 Ok(()) => Units::Returned,

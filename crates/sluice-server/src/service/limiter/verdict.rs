@@ -147,6 +147,7 @@ fn degraded(r: Resolved<'_>, now_ms: u64) -> Verdict {
             reset_ms: now_ms,
             retry_after_ms: 0,
             delay_ms: 0,
+            debt: 0,
         },
         limit: r.limit,
         degraded: true,

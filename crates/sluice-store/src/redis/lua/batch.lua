@@ -1,7 +1,7 @@
 -- All-or-nothing checks whose keys share one slot, then the candidate limits judged beside
 -- some of them.
--- ARGV = now_ms, n, ttl grace ms, then per check: algorithm code, limit, window_ms, burst, cost;
--- then m (absent: 0) and per candidate the same five values.
+-- ARGV = now_ms, n, ttl grace ms, then per check: algorithm code, limit, window_ms, burst, cost,
+-- mode (common.lua plan); then m (absent: 0) and per candidate the same six values.
 -- KEYS = per check its limit's keys (two for sliding_window_log, code 2; one otherwise), then
 -- per candidate its keys.
 -- Every check is decided in order (a key checked twice sees its earlier consumption); if any
@@ -17,9 +17,9 @@ local saved, saved_keys, logs = {}, {}, {}
 local k, a = 1, 4
 for _ = 1, n do
   local code = tonumber(ARGV[a])
-  local limit, w, burst, cost =
-    tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4])
-  a = a + 5
+  local limit, w, burst, cost, mode = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]),
+    tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5])
+  a = a + 6
   local algorithm = ALGORITHMS[code]
   if not algorithm then
     return redis.error_reply('ERR sluice: unknown algorithm code')
@@ -31,10 +31,10 @@ for _ = 1, n do
       saved_keys[#saved_keys + 1] = key
     end
   end
-  local r = { algorithm.check(k, now, limit, w, burst, cost, algorithm.leaky) }
+  local r = { algorithm.check(k, now, limit, w, burst, cost, algorithm.leaky, mode) }
   if r[1] ~= 1 then
     out[1] = 0
-  elseif code == 2 and cost > 0 then
+  elseif code == 2 and cost > 0 and mode < 2 then
     logs[#logs + 1] = { k, limit, w, burst, cost, r[8] }
   end
   k = k + algorithm.keys
@@ -66,8 +66,8 @@ for _ = 1, m do
     return redis.error_reply('ERR sluice: unknown algorithm code')
   end
   local r = { algorithm.check(k, now, tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]),
-    tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), algorithm.leaky) }
-  a = a + 5
+    tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), algorithm.leaky, tonumber(ARGV[a + 5])) }
+  a = a + 6
   k = k + algorithm.keys
   for j = 1, 8 do
     out[#out + 1] = r[j]

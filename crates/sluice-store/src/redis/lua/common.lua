@@ -90,3 +90,33 @@ local function store(key, raw, keep, expires, before, now, a, b, c)
     redis.call('SET', key, value, 'PX', int(ttl))
   end
 end
+
+-- The largest balance a state holds, in its own units (sluice-core mode.rs MAX_BALANCE,
+-- 2^52): a charge beyond it saturates, so a balance plus a cost stays exact.
+local MAX_BALANCE = 4503599627370496
+
+-- What a check of `cost` does in mode `mode` (sluice-core mode.rs): 0 consume, 1 ask,
+-- 2 charge, 3 refund. Returns need (must fit), take (consumed when it does), add and sub
+-- (applied first, whatever the room).
+local function plan(mode, cost)
+  if mode == 1 then
+    return max(cost, 1), cost, 0, 0
+  elseif mode == 2 then
+    return 1, 0, cost, 0
+  elseif mode == 3 then
+    return 1, 0, 0, cost
+  end
+  return cost, cost, 0, 0
+end
+
+-- `used` after a plan's unconditional part, one unit of cost being `unit` units of state,
+-- saturating at `ceiling` (never lowering a balance already above it), never below 0.
+local function adjust(used, add, sub, unit, ceiling)
+  return max(min(used + add * unit, max(ceiling, used)) - sub * unit, 0)
+end
+
+-- The signed remaining the scripts answer: remaining when >= 0, minus the debt when in
+-- debt (answers.rs splits it): floor of a negative is minus the debt rounded up.
+local function signed_remaining(cap, after, unit)
+  return floor((cap - after) / unit)
+end

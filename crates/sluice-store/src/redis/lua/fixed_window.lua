@@ -7,7 +7,8 @@ local function fixed_window_expires(window, count, w)
   return (window + 1) * w
 end
 
-local function fixed_window(k, now, limit, w, burst, cost)
+local function fixed_window(k, now, limit, w, burst, cost, leaky, mode)
+  local need, take, add, sub = plan(mode, cost)
   local key, raw, s = read_state(k, 2)
   local window, count
   if s then
@@ -27,9 +28,12 @@ local function fixed_window(k, now, limit, w, burst, cost)
   if count == 0 then
     peek_reset = now
   end
-  local allowed = count + cost <= limit
+  -- A charge counts in the window it was charged in, beyond the limit if need be.
+  local counted = count
+  count = adjust(count, add, sub, 1, MAX_BALANCE)
+  local allowed = count <= limit - need
   if allowed then
-    count = count + cost
+    count = count + take
   end
   local reset = window_end
   if count == 0 then
@@ -39,9 +43,9 @@ local function fixed_window(k, now, limit, w, burst, cost)
   if not allowed then
     retry = max(window_end - now, 0)
   end
-  store(key, raw, s ~= nil or (allowed and cost > 0), fixed_window_expires(window, count, w),
+  store(key, raw, s ~= nil or count ~= counted, fixed_window_expires(window, count, w),
     s and fixed_window_expires(s[1], s[2], w), now, window, count)
-  return allowed and 1 or 0, max(limit - count, 0), reset, retry, 0,
+  return allowed and 1 or 0, limit - count, reset, retry, 0,
     peek_remaining, peek_reset, index
 end
 

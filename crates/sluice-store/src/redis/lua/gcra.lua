@@ -8,7 +8,8 @@ local function gcra_expires(tat_ms, tat_rem)
   return tat_ms
 end
 
-local function gcra(k, now, limit, w, burst, cost, leaky)
+local function gcra(k, now, limit, w, burst, cost, leaky, mode)
+  local need, take, add, sub = plan(mode, cost)
   local cap = burst * w
   local key, raw, s = read_state(k, 2)
   local tat_ms, tat_rem
@@ -19,34 +20,46 @@ local function gcra(k, now, limit, w, burst, cost, leaky)
   end
   -- A lowered limit leaves a remainder past the new unit: keep it in range.
   tat_rem = min(tat_rem, limit - 1)
-  local debt = 0
+  -- The queue ahead of now, in units of 1/limit ms.
+  local held = 0
   if tat_ms >= now then
-    debt = (tat_ms - now) * limit + tat_rem
+    held = (tat_ms - now) * limit + tat_rem
   end
-  local peek_remaining = floor(max(cap - debt, 0) / w)
-  local peek_reset = now + ceil(debt / limit)
-  local new_debt = debt + cost * w
-  local allowed = new_debt <= cap
-  if allowed and cost > 0 then
-    local q = floor(new_debt / limit)
+  local peek_remaining = floor(max(cap - held, 0) / w)
+  local peek_reset = now + ceil(held / limit)
+  local changed = false
+  -- A charge pushes the arrival time past the burst: the debt is carried forward.
+  local adjusted = adjust(held, add, sub, w, MAX_BALANCE)
+  if add > 0 or sub > 0 then
+    local q = floor(adjusted / limit)
     tat_ms = now + q
-    tat_rem = new_debt - q * limit
+    tat_rem = adjusted - q * limit
+    changed = true
   end
-  local after = debt
+  -- need <= cap (checked before sending): no intermediate exceeds the balance.
+  local room = cap - need * w
+  local allowed = adjusted <= room
+  local after = adjusted
   if allowed then
-    after = new_debt
+    after = adjusted + take * w
+  end
+  if allowed and take > 0 then
+    local q = floor(after / limit)
+    tat_ms = now + q
+    tat_rem = after - q * limit
+    changed = true
   end
   local retry = 0
   if not allowed then
-    retry = ceil((new_debt - cap) / limit)
+    retry = ceil((adjusted - room) / limit)
   end
   local delay = 0
   if allowed and leaky then
-    delay = ceil(debt / limit)
+    delay = ceil(adjusted / limit)
   end
-  store(key, raw, s ~= nil or (allowed and cost > 0), gcra_expires(tat_ms, tat_rem), nil, now,
+  store(key, raw, s ~= nil or changed, gcra_expires(tat_ms, tat_rem), nil, now,
     tat_ms, tat_rem)
-  return allowed and 1 or 0, floor(max(cap - after, 0) / w),
+  return allowed and 1 or 0, signed_remaining(cap, after, w),
     now + ceil(after / limit), retry, delay, peek_remaining, peek_reset, 0
 end
 

@@ -1,9 +1,10 @@
 -- Group commit: checks that queued while a call to this Redis was in flight, sent as one call
 -- and decided each on its own, in order, exactly as one check.lua call each would.
 -- ARGV = n, ttl grace ms, lane, the parameters, then on a master lane the n checks' keys.
--- The parameters are one string of 6 little-endian doubles per check: algorithm code, now_ms,
--- limit, window_ms, burst, cost (binary, so Redis parses no digits: a `tonumber` is a strtod,
--- and six arguments per check cost Redis more than the check's own arithmetic).
+-- The parameters are one string of 7 little-endian doubles per check: algorithm code, now_ms,
+-- limit, window_ms, burst, cost, mode (common.lua plan) (binary, so Redis parses no digits:
+-- a `tonumber` is a strtod,
+-- and seven arguments per check cost Redis more than the check's own arithmetic).
 -- The lane says where the keys are:
 -- - '0', one slot: KEYS = per check its limit's keys (as in batch.lua), all declared.
 -- - '1', one cluster master: the checks' keys span the slots of this node, so each comes in
@@ -43,8 +44,8 @@ end
 local out = {}
 local k, pos = 1, 1
 for o = 1, n do
-  local code, now, limit, w, burst, cost
-  code, now, limit, w, burst, cost, pos = unpack_params('<dddddd', params, pos)
+  local code, now, limit, w, burst, cost, mode
+  code, now, limit, w, burst, cost, mode, pos = unpack_params('<ddddddd', params, pos)
   local algorithm = ALGORITHMS[code]
   if not algorithm then
     return redis.error_reply('ERR sluice: unknown algorithm code')
@@ -53,13 +54,13 @@ for o = 1, n do
   if master then
     if algorithm.keys == 1 then
       ok, allowed, remaining, reset, retry, delay = pcall(algorithm.check, k, now, limit, w,
-        burst, cost, algorithm.leaky)
+        burst, cost, algorithm.leaky, mode)
     end
     k = k + 1
   else
     ok = true
     allowed, remaining, reset, retry, delay = algorithm.check(k, now, limit, w, burst, cost,
-      algorithm.leaky)
+      algorithm.leaky, mode)
     k = k + algorithm.keys
   end
   if ok then

@@ -10,7 +10,8 @@ local function swc_expires(window, current, previous, w)
   return 0
 end
 
-local function sliding_window_counter(k, now0, limit, w, burst, cost)
+local function sliding_window_counter(k, now0, limit, w, burst, cost, leaky, mode)
+  local need, take, add, sub = plan(mode, cost)
   local key, raw, s = read_state(k, 3)
   local window, current, previous
   if s then
@@ -31,21 +32,24 @@ local function sliding_window_counter(k, now0, limit, w, burst, cost)
   window = index
   local start = index * w
   local elapsed = now - start
-  local used = swc_used(current, previous, elapsed, w)
-  local peek_remaining = max(limit - used, 0)
+  local peek_remaining = max(limit - swc_used(current, previous, elapsed, w), 0)
   local peek_reset = swc_reset(start, w, current, previous, now)
-  local allowed = used + cost <= limit
+  -- A charge counts in the window it was charged in; the ceiling keeps previous * w exact.
+  local counted = current
+  current = adjust(current, add, sub, 1, floor(MAX_BALANCE / w))
+  local used = swc_used(current, previous, elapsed, w)
+  local allowed = used <= limit - need
   if allowed then
-    current = current + cost
-    used = used + cost
+    current = current + take
+    used = used + take
   end
   local retry = 0
   if not allowed then
-    retry = swc_retry(start, w, current, previous, limit, cost, now)
+    retry = swc_retry(start, w, current, previous, limit, need, now)
   end
-  store(key, raw, s ~= nil or (allowed and cost > 0), swc_expires(window, current, previous, w),
+  store(key, raw, s ~= nil or current ~= counted, swc_expires(window, current, previous, w),
     s and swc_expires(s[1], s[2], s[3], w), now0, window, current, previous)
-  return allowed and 1 or 0, max(limit - used, 0),
+  return allowed and 1 or 0, limit - used,
     swc_reset(start, w, current, previous, now), retry, 0, peek_remaining, peek_reset, index
 end
 

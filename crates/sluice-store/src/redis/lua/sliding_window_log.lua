@@ -43,7 +43,9 @@ local function swl_persist(zkey, skey, newest_at, used, w, now)
   redis.call('PEXPIRE', zkey, ttl)
 end
 
-local function sliding_window_log(k, now0, limit, w, burst, cost)
+local function sliding_window_log(k, now0, limit, w, burst, cost0, leaky, mode)
+  -- A log carries no debt (a charge is refused before sending): only need and take apply.
+  local need, cost = plan(mode, cost0)
   local zkey, skey = KEYS[k], KEYS[k + 1]
   local newest_m, newest_at = swl_newest(zkey)
   local used = 0
@@ -73,7 +75,7 @@ local function sliding_window_log(k, now0, limit, w, burst, cost)
   if newest_at then
     peek_reset = newest_at + w
   end
-  local allowed = used + cost <= limit
+  local allowed = used + need <= limit
   if allowed and cost > 0 then
     used = used + cost
     local entry = cost
@@ -88,7 +90,7 @@ local function sliding_window_log(k, now0, limit, w, burst, cost)
   local retry = 0
   if not allowed then
     -- Wait for the oldest entries to leave the window until this cost fits.
-    local needed = used + cost - limit
+    local needed = used + need - limit
     local freed, at, from = 0, now, 0
     local done = false
     while not done do

@@ -6,7 +6,8 @@ local function tb_full_at(limit, used, last)
   return last + ceil(used / limit)
 end
 
-local function token_bucket(k, now0, limit, w, burst, cost)
+local function token_bucket(k, now0, limit, w, burst, cost, leaky, mode)
+  local need, take, add, sub = plan(mode, cost)
   local cap = burst * w
   local key, raw, s = read_state(k, 2)
   local used, last
@@ -21,18 +22,23 @@ local function token_bucket(k, now0, limit, w, burst, cost)
   last = now
   local peek_remaining = floor(max(cap - used, 0) / w)
   local peek_reset = tb_full_at(limit, used, now)
-  local need = cost * w
-  local allowed = used + need <= cap
+  -- A charge may take out more than the bucket holds: the debt is carried forward and the
+  -- refill repays it before the key is allowed again.
+  local refilled = used
+  used = adjust(used, add, sub, w, MAX_BALANCE)
+  -- need <= cap (checked before sending): no intermediate exceeds the balance.
+  local room = cap - need * w
+  local allowed = used <= room
   if allowed then
-    used = used + need
+    used = used + take * w
   end
   local retry = 0
   if not allowed then
-    retry = ceil((used + need - cap) / limit)
+    retry = ceil((used - room) / limit)
   end
   local full = tb_full_at(limit, used, now)
-  store(key, raw, s ~= nil or (allowed and cost > 0), full, nil, now0, used, last)
-  return allowed and 1 or 0, floor(max(cap - used, 0) / w), full, retry, 0,
+  store(key, raw, s ~= nil or used ~= refilled, full, nil, now0, used, last)
+  return allowed and 1 or 0, signed_remaining(cap, used, w), full, retry, 0,
     peek_remaining, peek_reset, 0
 end
 

@@ -56,7 +56,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use parking_lot::{Mutex, RwLock};
-use sluice_core::{Algorithm, Decision, Params};
+use sluice_core::{Algorithm, Decision, Mode, Params};
 
 use super::checks;
 use super::keys;
@@ -385,6 +385,14 @@ impl ReplicatedStore {
     /// Resolves a check to its window hashes, or refuses a check this store cannot decide.
     fn prepare(&self, check: &Check<'_>, now_ms: u64) -> Result<(Prepared, u64, u64), StoreError> {
         checks::validate(check)?;
+        if check.mode != Mode::Consume {
+            // The replicated window counters share what each region consumed; an ask or a
+            // charge (usage policies, Envoy's hits_addend 0) has no form there yet.
+            return Err(StoreError::Backend(format!(
+                "policy {:?}: scope = \"replicated\" takes consuming checks only, not {:?}",
+                check.policy, check.mode
+            )));
+        }
         let algorithm = check.params.algorithm;
         if let Some(why) = unreplicable(algorithm) {
             return Err(StoreError::Backend(format!(
@@ -549,6 +557,7 @@ impl ReplicatedStore {
                 allowed: *allowed == 1,
                 limit: check.params.limit,
                 remaining: n(*remaining),
+                debt: 0,
                 reset_ms: n(*reset),
                 retry_after_ms: n(*retry),
                 delay_ms: 0,
