@@ -68,6 +68,10 @@ pub struct CheckResponse {
     /// The backend failed and the policy fails open: allowed without counting.
     #[serde(default)]
     pub degraded: bool,
+    /// Usage policies (`usage = true`) only: what the key owes beyond its limit after charges
+    /// took more than it had (0 when it owes nothing); absent for other policies.
+    #[serde(default)]
+    pub debt: Option<u64>,
     /// Present on a denial: the documented error fields and the RFC 9457 problem fields.
     #[serde(flatten, default)]
     pub problem: Option<Problem>,
@@ -79,6 +83,7 @@ impl Serialize for CheckResponse {
         let fields = 6
             + usize::from(self.retry_after.is_some())
             + usize::from(self.degraded)
+            + usize::from(self.debt.is_some())
             + if self.problem.is_some() { 6 } else { 0 };
         let mut out = serializer.serialize_struct("CheckResponse", fields)?;
         out.serialize_field("allowed", &self.allowed)?;
@@ -92,6 +97,9 @@ impl Serialize for CheckResponse {
         out.serialize_field("delay_ms", &self.delay_ms)?;
         if self.degraded {
             out.serialize_field("degraded", &true)?;
+        }
+        if let Some(debt) = self.debt {
+            out.serialize_field("debt", &debt)?;
         }
         if let Some(problem) = &self.problem {
             out.serialize_field("error", &problem.error)?;
@@ -139,6 +147,10 @@ impl CheckResponse {
         out.extend_from_slice(number.format(self.delay_ms).as_bytes());
         if self.degraded {
             out.extend_from_slice(b",\"degraded\":true");
+        }
+        if let Some(debt) = self.debt {
+            out.extend_from_slice(b",\"debt\":");
+            out.extend_from_slice(number.format(debt).as_bytes());
         }
         out.push(b'}');
         true
@@ -453,6 +465,7 @@ mod tests {
             retry_after: Some(30),
             delay_ms: 0,
             degraded: false,
+            debt: None,
             problem: Some(Problem::quota_exceeded(vec!["public".into()])),
         };
         let json = serde_json::to_value(&body).unwrap();
@@ -477,6 +490,7 @@ mod tests {
             retry_after: None,
             delay_ms: 0,
             degraded: false,
+            debt: None,
             problem: None,
         };
         let json = serde_json::to_value(&body).unwrap();
@@ -497,6 +511,7 @@ mod tests {
             retry_after: None,
             delay_ms: 0,
             degraded: true,
+            debt: None,
             problem: None,
         };
         assert_eq!(
@@ -537,6 +552,7 @@ mod tests {
                                 retry_after,
                                 delay_ms: n / 3,
                                 degraded,
+                                debt: (n % 2 == 1).then_some(n),
                                 problem: None,
                             };
                             let mut out = Vec::new();
@@ -562,6 +578,7 @@ mod tests {
             retry_after: Some(1),
             delay_ms: 0,
             degraded: false,
+            debt: None,
             problem: Some(Problem::quota_exceeded(vec!["public".into()])),
         };
         let mut out = Vec::new();

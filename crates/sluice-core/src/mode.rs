@@ -45,6 +45,13 @@ impl Mode {
         matches!(self, Mode::Charge | Mode::Refund)
     }
 
+    /// What must fit for a check of `cost` in this mode to be allowed: the cost itself (an
+    /// ordinary check), `max(cost, 1)` (an ask), 1 (a charge or refund, answered as an ask
+    /// of 0 afterwards).
+    pub fn need(self, cost: u64) -> u64 {
+        self.plan(cost).need
+    }
+
     /// What an algorithm does for a check of `cost` in this mode.
     pub(crate) fn plan(self, cost: u64) -> Plan {
         match self {

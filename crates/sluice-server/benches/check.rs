@@ -77,6 +77,7 @@ fn check(c: &mut Criterion) {
                         cost: None,
                         tier: None,
                         endpoint: None,
+                        mode: sluice_core::Mode::Consume,
                     };
                     black_box(ready(app.limiter.check(&input, T0)).unwrap());
                 })

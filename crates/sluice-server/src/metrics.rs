@@ -168,6 +168,7 @@ pub struct Metrics {
     pub connections_refused: Family<ListenerLabels, Counter>,
     requests: Family<RequestLabels, Counter>,
     candidate_decisions: Family<CandidateLabels, Counter>,
+    usage_units: Family<PolicyTierLabels, Counter>,
     redis_duration: HistogramFamily<BackendOpLabels>,
     redis_batch_size: HistogramFamily<BackendLabels>,
     check_duration: HistogramFamily<PolicyLabels>,
@@ -198,6 +199,7 @@ impl Metrics {
         let mut registry = Registry::default();
         let requests = Family::<RequestLabels, Counter>::default();
         let candidate_decisions = Family::<CandidateLabels, Counter>::default();
+        let usage_units = Family::<PolicyTierLabels, Counter>::default();
         let redis_duration: HistogramFamily<BackendOpLabels> =
             Family::new_with_constructor(redis_histogram);
         let redis_batch_size: HistogramFamily<BackendLabels> =
@@ -228,6 +230,11 @@ impl Metrics {
             "rate_limit_candidate_decisions",
             "Checks judged against a candidate limit (never enforced), by what it would have answered",
             Described(candidate_decisions.clone()),
+        );
+        registry.register(
+            "rate_limit_usage_units",
+            "Units charged to usage policies (usage = true): what requests used, and the estimates their checks consumed",
+            Described(usage_units.clone()),
         );
         registry.register(
             "rate_limit_redis_duration_seconds",
@@ -317,6 +324,7 @@ impl Metrics {
             connections_refused,
             requests,
             candidate_decisions,
+            usage_units,
             redis_duration,
             redis_batch_size,
             check_duration,
@@ -596,6 +604,20 @@ impl BatchObserver for BatchSizes {
                 backend: backend.as_str(),
             })
             .observe(checks as f64);
+    }
+}
+
+impl Metrics {
+    /// Counts `units` charged to a usage policy's tier in `rate_limit_usage_units_total`.
+    pub fn count_usage(&self, policy: &Arc<str>, plan_tier: Arc<str>, units: u64) {
+        if units > 0 {
+            self.usage_units
+                .get_or_create(&PolicyTierLabels {
+                    policy: policy.clone(),
+                    plan_tier,
+                })
+                .inc_by(units);
+        }
     }
 }
 

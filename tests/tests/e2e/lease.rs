@@ -74,6 +74,7 @@ fn input<'a>(policy: &'a str, key: &'a str, tier: Option<&'a str>) -> CheckInput
         cost: None,
         tier,
         endpoint: None,
+        mode: sluice_core::Mode::Consume,
     }
 }
 

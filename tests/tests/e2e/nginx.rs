@@ -64,6 +64,7 @@ async fn through_nginx_the_limit_holds_against_rotating_ids_and_the_headers_reac
         delay_ms: 0,
         degraded: false,
         problem: Some(Problem::quota_exceeded(vec!["public".into()])),
+        debt: None,
     };
     let body: serde_json::Value = serde_json::from_slice(&denied.body).unwrap();
     assert_eq!(body, serde_json::to_value(&check_api_denial).unwrap());

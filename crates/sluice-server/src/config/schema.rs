@@ -212,6 +212,9 @@ pub struct PolicyConfig {
     /// `[policies.NAME.candidate]`: limits judged beside the policy's, never enforced.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub candidate: Option<CandidateConfig>,
+    /// A usage policy: checks ask (cost defaults to 0) and what a request used is charged
+    /// after it (`POST /v1/charge`), into debt if need be.
+    pub usage: bool,
 }
 
 impl Default for PolicyConfig {
@@ -230,6 +233,7 @@ impl Default for PolicyConfig {
             overshoot_budget: None,
             lease: "auto".to_owned(),
             candidate: None,
+            usage: false,
         }
     }
 }

@@ -69,6 +69,7 @@ impl IncomingCheck<'_> {
             cost: self.cost,
             tier: self.tier.as_ref().map(|t| &*t.0),
             endpoint: self.endpoint.as_ref().map(|e| &*e.0),
+            mode: sluice_core::Mode::Consume,
         }
     }
 }
@@ -104,7 +105,7 @@ fn required<'a>(value: &'a Option<Text<'_>>, field: &str) -> Result<&'a str, Api
 
 /// The caller's trace, read from the `traceparent` header without copying the headers.
 #[derive(Debug)]
-pub(crate) struct Traced(TraceParent);
+pub(crate) struct Traced(pub(crate) TraceParent);
 
 impl<S: Send + Sync> FromRequestParts<S> for Traced {
     type Rejection = std::convert::Infallible;
@@ -165,6 +166,7 @@ async fn decide(app: &App, body: &[u8], parent: &TraceParent) -> Result<Response
         cost: incoming.cost,
         tier: incoming.tier.as_ref().map(|t| &*t.0),
         endpoint: incoming.endpoint.as_ref().map(|e| &*e.0),
+        mode: sluice_core::Mode::Consume,
     };
     let verdict = app.limiter.check_traced(&input, now_ms, parent).await?;
     let body = body_of(&verdict);

@@ -91,6 +91,7 @@ async fn decide(
         cost,
         tier,
         endpoint,
+        mode: sluice_core::Mode::Consume,
     };
     let verdict = app.limiter.check(&input, app.clock.now_ms()).await?;
     let mut body = body_of(&verdict);

@@ -1,6 +1,7 @@
 //! The HTTP API: one router, identical on every listener, that knows nothing of sockets.
 //!
-//! - [`check`]: `POST /v1/check`, single checks and batches;
+//! - [`check`]: `POST /v1/check`, single checks and batches; [`charge`]: `POST /v1/charge`,
+//!   what a request used charged to a usage policy after it;
 //! - [`forward_auth`]: `GET /v1/forward-auth/{policy}` for proxies, and [`caller`], who its
 //!   caller is (the trusted identity header or address);
 //! - [`top`]: `GET /v1/top`; [`slo`]: `GET /v1/status`;
@@ -18,6 +19,7 @@ pub mod admin;
 pub mod caller;
 pub mod candidate;
 mod change;
+mod charge;
 mod check;
 pub mod error;
 pub mod forward_auth;
@@ -48,6 +50,7 @@ pub fn router(app: App) -> Router {
         .map(|token| admin::router(app.clone(), token));
     let router = Router::new()
         .route("/v1/check", post(check::check))
+        .route("/v1/charge", post(charge::charge))
         .route("/v1/policies", get(policies))
         .route("/v1/top", guarded(&app, get(top::top_keys)))
         .route("/v1/status", guarded(&app, get(slo::status)))

@@ -3,6 +3,8 @@
 //! touches the connection or the limiter.
 //!
 //! - `SLUICE.CHECK policy key [COST n] [TIER t] [ENDPOINT e]`: one check of `POST /v1/check`.
+//! - `SLUICE.CHARGE policy key amount [TIER t]`: `POST /v1/charge`, what a request used
+//!   charged to a usage policy (a negative amount refunds); the same reply as `SLUICE.CHECK`.
 //! - `SLUICE.BATCH CHECK policy key [COST n] [TIER t] [ENDPOINT e] [CHECK ...]...`: the
 //!   all-or-nothing batch; each check starts with the word `CHECK`.
 //! - `CL.THROTTLE key max_burst count period [quantity]`: redis-cell's command.
@@ -20,8 +22,9 @@ use crate::service::limiter::CheckInput;
 pub const MAX_CLIENT_NAME: usize = 256;
 
 /// The commands answered, as `COMMAND COUNT` tells.
-pub const COMMANDS: [&str; 10] = [
+pub const COMMANDS: [&str; 11] = [
     "sluice.check",
+    "sluice.charge",
     "sluice.batch",
     "cl.throttle",
     "ping",
@@ -72,6 +75,8 @@ pub fn parse<'a>(args: &[&'a [u8]]) -> Result<Command<'a>, CommandError> {
             return Err(unknown_option(extra));
         }
         Ok(Command::Check(input))
+    } else if is("sluice.charge") {
+        charge(rest).map(Command::Check)
     } else if is("sluice.batch") {
         batch(rest).map(Command::Batch)
     } else if is("cl.throttle") {
@@ -218,6 +223,7 @@ fn check_args<'a>(
         cost: None,
         tier: None,
         endpoint: None,
+        mode: sluice_core::Mode::Consume,
     };
     let mut used = 2;
     let mut rest = options;
@@ -247,6 +253,28 @@ fn check_args<'a>(
         used += 2;
     }
     Ok((input, used))
+}
+
+/// `policy key amount [TIER t]` of `SLUICE.CHARGE`.
+fn charge<'a>(args: &[&'a [u8]]) -> Result<CheckInput<'a>, CommandError> {
+    let (policy, key, amount, tier) = match args {
+        [policy, key, amount] => (policy, key, amount, None),
+        [policy, key, amount, option, tier] if option.eq_ignore_ascii_case(b"tier") => {
+            (policy, key, amount, Some(text("TIER", tier)?))
+        }
+        [_, _, _, option, ..] if !option.eq_ignore_ascii_case(b"tier") => {
+            return Err(CommandError::Syntax(format!(
+                "unknown option '{}'; SLUICE.CHARGE takes TIER",
+                shown(option)
+            )));
+        }
+        _ => return Err(CommandError::Arity("sluice.charge")),
+    };
+    // Exact on every backend: 2^53 either way.
+    let bound = 1i64 << 53;
+    let amount = integer("amount", amount, -bound, bound)?;
+    CheckInput::charge(text("policy", policy)?, text("key", key)?, tier, amount)
+        .map_err(|e| CommandError::Syntax(e.to_string()))
 }
 
 /// The checks of `SLUICE.BATCH`, each after the word `CHECK`.
@@ -303,6 +331,7 @@ mod tests {
                 cost: Some(3),
                 tier: Some("pro"),
                 endpoint: Some("/orders"),
+                mode: sluice_core::Mode::Consume,
             })
         );
         assert!(matches!(

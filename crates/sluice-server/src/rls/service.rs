@@ -2,8 +2,15 @@
 //!
 //! - Each descriptor is matched against `[[rls.descriptors]]`; one that matches no rule is
 //!   answered `OK` with no `current_limit` (not limited), as Envoy users expect.
-//! - The cost of a descriptor is its own `hits_addend` when set, else the request's; 0 (unset)
-//!   is 1, as in Envoy. A descriptor's `limit` override is ignored: the policy decides.
+//! - The cost of a descriptor is its own `hits_addend` when set, else the request's; a
+//!   request-level 0 (unset) is 1, as in Envoy. A descriptor's own `hits_addend` of exactly 0
+//!   asks without consuming, on every policy: `OVER_LIMIT` only once the key has nothing
+//!   left (where envoyproxy/ratelimit still answers `OK` at exactly the limit). On a usage
+//!   policy (`usage = true`) a descriptor's own `hits_addend` N > 0 is a charge of N (what
+//!   Envoy's `apply_on_stream_done` rate limits send from the response), decided alone and
+//!   never refused; without one the descriptor asks at the request's `hits_addend` (0: just
+//!   whether anything is left). A descriptor's `limit` override is ignored: the policy
+//!   decides.
 //! - The matched descriptors are decided **all-or-nothing** with the limiter's batch check:
 //!   when any is over its limit, none of them consumes, so a request Envoy rejects costs the
 //!   caller nothing (the documented batch semantics). A cost above a policy's capacity can never pass:
@@ -29,6 +36,7 @@ use std::time::Duration;
 use arc_swap::ArcSwap;
 use http::HeaderMap;
 use sluice_api::{MAX_BATCH, MAX_KEY_BYTES};
+use sluice_core::{CheckError, Mode};
 use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::watch;
 use tokio_stream::wrappers::UnixListenerStream;
@@ -141,6 +149,7 @@ struct Matched {
     policy: Arc<Policy>,
     key: String,
     cost: u64,
+    mode: Mode,
 }
 
 impl RlsService {
@@ -201,20 +210,21 @@ impl RlsService {
                     key.len()
                 )));
             }
-            let hits = descriptor
-                .hits_addend
-                .unwrap_or(u64::from(request.hits_addend));
+            let (cost, mode) =
+                cost_and_mode(descriptor.hits_addend, request.hits_addend, policy.usage);
             matched.push(Matched {
                 index,
                 policy: policy.clone(),
                 key,
-                cost: hits.max(1),
+                cost,
+                mode,
             });
         }
         Ok(matched)
     }
 
-    /// One verdict per matched descriptor, in order, all-or-nothing.
+    /// One verdict per matched descriptor, in order: the checks all-or-nothing, each charge
+    /// alone (a charge is never refused, so it must not undo the checks, nor they it).
     async fn decide(&self, matched: &[Matched]) -> Result<Vec<Verdict>, Status> {
         let inputs: Vec<CheckInput<'_>> = matched
             .iter()
@@ -224,22 +234,55 @@ impl RlsService {
                 cost: Some(m.cost),
                 tier: None,
                 endpoint: None,
+                mode: m.mode,
             })
             .collect();
         let now_ms = self.app.clock.now_ms();
-        let result = match inputs.as_slice() {
+        let (charges, checks): (Vec<usize>, Vec<usize>) =
+            (0..inputs.len()).partition(|&i| inputs[i].mode == Mode::Charge);
+        let mut verdicts: Vec<Option<Verdict>> = vec![None; inputs.len()];
+        for &i in &charges {
+            let verdict = self.app.limiter.check(&inputs[i], now_ms).await;
+            verdicts[i] = Some(verdict.map_err(status_of_error)?);
+        }
+        let checked: Vec<CheckInput<'_>> = checks.iter().map(|&i| inputs[i]).collect();
+        let result = match checked.as_slice() {
+            [] => Ok(Vec::new()),
             [one] => self.app.limiter.check(one, now_ms).await.map(|v| vec![v]),
             many => self.app.limiter.check_batch(many, now_ms).await,
         };
-        result.map_err(|err| match err {
-            LimitError::BackendUnavailable => Status::unavailable(
-                "the rate-limit backend is unavailable and the policy fails closed",
-            ),
-            LimitError::BadRequest { .. } | LimitError::CostExceedsCapacity { .. } => {
-                Status::invalid_argument(err.to_string())
-            }
-            LimitError::UnknownPolicy { .. } => Status::failed_precondition(err.to_string()),
-        })
+        for (&i, verdict) in checks.iter().zip(result.map_err(status_of_error)?) {
+            verdicts[i] = Some(verdict);
+        }
+        verdicts
+            .into_iter()
+            .map(|v| v.ok_or_else(|| Status::internal("a descriptor got no verdict")))
+            .collect()
+    }
+}
+
+/// The cost and mode of a descriptor from its own `hits_addend` (`own`, when set), the
+/// request's, and whether its policy is a usage policy (see the module doc).
+fn cost_and_mode(own: Option<u64>, request: u32, usage: bool) -> (u64, Mode) {
+    match own {
+        Some(0) => (0, Mode::Ask),
+        Some(hits) if usage => (hits, Mode::Charge),
+        Some(hits) => (hits, Mode::Consume),
+        None if usage => (u64::from(request), Mode::Ask),
+        None => (u64::from(request).max(1), Mode::Consume),
+    }
+}
+
+/// The gRPC status of a check that got no decision.
+fn status_of_error(err: LimitError) -> Status {
+    match err {
+        LimitError::BackendUnavailable => {
+            Status::unavailable("the rate-limit backend is unavailable and the policy fails closed")
+        }
+        LimitError::BadRequest { .. } | LimitError::CostExceedsCapacity { .. } => {
+            Status::invalid_argument(err.to_string())
+        }
+        LimitError::UnknownPolicy { .. } => Status::failed_precondition(err.to_string()),
     }
 }
 
@@ -263,7 +306,12 @@ fn over_capacity(
     matched: &[Matched],
     statuses: &mut [DescriptorStatus],
 ) -> Option<RateLimitResponse> {
-    let too_big = |m: &Matched| m.cost > m.policy.base.params.capacity();
+    let too_big = |m: &Matched| {
+        matches!(
+            sluice_core::validate_check(&m.policy.base.params, m.cost, m.mode),
+            Err(CheckError::CostExceedsCapacity { .. })
+        )
+    };
     if !matched.iter().any(too_big) {
         return None;
     }

@@ -47,6 +47,7 @@ pub(crate) fn body_of(verdict: &Verdict) -> CheckResponse {
         retry_after: d.retry_after_secs(),
         delay_ms: d.delay_ms,
         degraded: verdict.degraded,
+        debt: verdict.policy.usage.then_some(d.debt),
         problem: (!verdict.allowed)
             .then(|| Problem::quota_exceeded(vec![verdict.policy.name.to_string()])),
     }

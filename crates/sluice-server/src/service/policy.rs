@@ -119,6 +119,10 @@ pub struct Policy {
     /// Some tier (or the base limit) has a candidate: then no check of the policy is answered
     /// from leases or the denied cache, so every check of a candidate's tier is judged.
     pub has_candidate: bool,
+    /// `usage = true`: checks ask (cost 0 by default), charges debit after the response.
+    /// Such a policy never leases (a lease would hand out what a charge must find); the
+    /// denied cache still answers a key in debt until it is back above zero.
+    pub usage: bool,
 }
 
 /// Label of a tier or endpoint the config does not name.
@@ -362,6 +366,12 @@ fn compile_policy(
     }
     let has_candidate =
         base.candidate.is_some() || tiers.values().any(|limit| limit.candidate.is_some());
+    if config.usage {
+        check_usage(name, &base, &tiers, scope, errors);
+        if errors.len() > before {
+            return None;
+        }
+    }
     Some(Policy {
         name: name.into(),
         window: config.window.clone().unwrap_or_default(),
@@ -386,7 +396,48 @@ fn compile_policy(
         replication,
         lease,
         has_candidate,
+        usage: config.usage,
     })
+}
+
+/// `usage = true` needs an algorithm that can carry a debt, for the policy and every tier,
+/// and a scope whose counters take a charge.
+fn check_usage(
+    name: &str,
+    base: &Limit,
+    tiers: &Names<Arc<Limit>>,
+    scope: Scope,
+    errors: &mut Vec<FieldError>,
+) {
+    let algorithm = base.params.algorithm;
+    let cannot = |algorithm: Algorithm| match algorithm {
+        Algorithm::SlidingWindowLog => Some(
+            "sliding_window_log keeps one entry per request and cannot count what a request used after it (a debt); use sliding_window_counter",
+        ),
+        Algorithm::LeakyBucket => Some(
+            "leaky_bucket queues requests and cannot owe what a request used after it (a debt); use gcra or token_bucket",
+        ),
+        _ => None,
+    };
+    if let Some(why) = cannot(algorithm) {
+        errors.push(FieldError::new(field(name, "usage"), why));
+    }
+    for (tier, limit) in tiers.iter() {
+        if limit.params.algorithm != algorithm
+            && let Some(why) = cannot(limit.params.algorithm)
+        {
+            errors.push(FieldError::new(
+                format!("policies.{name}.tiers.{tier}.algorithm"),
+                format!("usage = true: {why}"),
+            ));
+        }
+    }
+    if scope == Scope::Replicated {
+        errors.push(FieldError::new(
+            field(name, "usage"),
+            "scope = \"replicated\" shares consumption between regions and takes no charge; use scope = \"local\" or \"global\"",
+        ));
+    }
 }
 
 /// The name of field `key` of policy `name` in errors (`policies.public.limit`).

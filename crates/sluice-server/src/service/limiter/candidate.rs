@@ -162,6 +162,7 @@ mod tests {
             cost: None,
             tier: None,
             endpoint: None,
+            mode: sluice_core::Mode::Consume,
         }
     }
 

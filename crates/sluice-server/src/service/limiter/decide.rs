@@ -6,13 +6,13 @@
 //! ([`candidate`](super::candidate)).
 
 use sluice_api::{MAX_BATCH, MAX_KEY_BYTES};
-use sluice_core::Decision;
+use sluice_core::{CheckError, Decision, Mode};
 use sluice_store::{Check, StoreError, StoreKind};
 use tracing::Span;
 
 use super::candidate::candidates_of;
 use super::{CheckInput, LimitError, Limiter, Resolved, Shape, Started, Verdict};
-use crate::service::policy::{PolicySet, Scope};
+use crate::service::policy::{Policy, PolicySet, Scope};
 
 impl Limiter {
     /// Resolves one check (a single check, or a batch of one), decides it in one store call
@@ -205,15 +205,23 @@ impl Limiter {
         };
         let (limit, tier_slot) = policy.tier(input.tier);
         let limit = limit.clone();
-        let cost = input.cost.unwrap_or(1);
-        let capacity = limit.params.capacity();
-        if cost > capacity {
-            return Err(LimitError::CostExceedsCapacity {
-                policy: input.policy.to_owned(),
-                cost,
-                capacity,
-                field: field("cost"),
-            });
+        let (cost, mode) = usage_mode(policy, input, &field)?;
+        match sluice_core::validate_check(&limit.params, cost, mode) {
+            Ok(()) => {}
+            Err(CheckError::CostExceedsCapacity { cost, capacity }) => {
+                return Err(LimitError::CostExceedsCapacity {
+                    policy: input.policy.to_owned(),
+                    cost,
+                    capacity,
+                    field: field("cost"),
+                });
+            }
+            Err(e @ CheckError::NoDebt { .. }) => {
+                return Err(LimitError::BadRequest {
+                    message: format!("policy {:?}: {e}", input.policy),
+                    field: Some(field("policy")),
+                });
+            }
         }
         Ok(Resolved {
             tier_slot,
@@ -223,11 +231,34 @@ impl Limiter {
                 key: input.key,
                 params: limit.params,
                 cost,
-                mode: sluice_core::Mode::Consume,
+                mode,
             },
             limit,
             policy: policy.clone(),
         })
+    }
+}
+
+/// The cost and mode of `input` under `policy`: a usage policy's check asks (its cost
+/// defaults to 0, an estimate it consumes when every limit has room for max(cost, 1)); a
+/// charge or refund needs a usage policy.
+fn usage_mode(
+    policy: &Policy,
+    input: &CheckInput<'_>,
+    field: &dyn Fn(&str) -> String,
+) -> Result<(u64, Mode), LimitError> {
+    match input.mode {
+        Mode::Consume if policy.usage => Ok((input.cost.unwrap_or(0), Mode::Ask)),
+        Mode::Consume => Ok((input.cost.unwrap_or(1), Mode::Consume)),
+        Mode::Ask => Ok((input.cost.unwrap_or(0), Mode::Ask)),
+        Mode::Charge | Mode::Refund if !policy.usage => Err(LimitError::BadRequest {
+            message: format!(
+                "policy {:?} is not a usage policy (usage = true): it takes checks, not charges",
+                input.policy
+            ),
+            field: Some(field("policy")),
+        }),
+        Mode::Charge | Mode::Refund => Ok((input.cost.unwrap_or(0), input.mode)),
     }
 }
 

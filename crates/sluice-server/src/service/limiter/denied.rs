@@ -26,6 +26,8 @@ struct Denial {
     limit: u64,
     remaining: u64,
     reset_ms: u64,
+    /// The debt at the denial (usage policies), answered as it was then.
+    debt: u64,
 }
 
 #[derive(Debug)]
@@ -64,7 +66,7 @@ impl DeniedCache {
             reset_ms: denial.reset_ms,
             retry_after_ms: denial.until_ms - now_ms,
             delay_ms: 0,
-            debt: 0,
+            debt: denial.debt,
         })
     }
 
@@ -88,6 +90,7 @@ impl DeniedCache {
             limit: decision.limit,
             remaining: decision.remaining,
             reset_ms: decision.reset_ms,
+            debt: decision.debt,
         };
         self.slots.upsert(
             slot,
@@ -96,6 +99,11 @@ impl DeniedCache {
             |_, _| (),
             |d| *d = denial,
         );
+    }
+
+    /// Forgets the denial of `slot` (a refund gave it room before the denial's end).
+    pub(super) fn forget(&self, slot: &Slot) {
+        self.slots.remove(slot);
     }
 
     /// Forgets every denial (the limits changed).

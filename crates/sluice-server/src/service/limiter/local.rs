@@ -4,7 +4,7 @@
 //! hot key ([`leases`](super::leases)); the rest goes to the backend as before, and what it
 //! answers feeds both. Batches never come here: every batch goes to the backend.
 
-use sluice_core::{Algorithm, Decision};
+use sluice_core::{Algorithm, Decision, Mode};
 use sluice_store::{Check, StoreError};
 use tracing::Span;
 
@@ -43,16 +43,24 @@ impl Limiter {
         let started = Started::now(span);
         let slot = Slot::new(&one.policy.name, one.tier_slot, one.check.key);
         let cost = one.check.cost;
+        // A charge or refund always reaches the backend (it must debit or credit); an ask is
+        // denied locally for what it needs to fit (max(cost, 1)), and a key a charge put in
+        // debt is remembered denied until the moment an ask of 1 fits again.
+        let mode = one.check.mode;
+        let need = mode.need(cost);
         let lease = &self.metrics.lease;
-        if let Some(decision) = self
-            .local
-            .denied
-            .answer(&slot, &one.check.params, cost, now_ms)
+        if !mode.adjusts()
+            && let Some(decision) = self
+                .local
+                .denied
+                .answer(&slot, &one.check.params, need, now_ms)
         {
             lease.local(&one.policy.name, Source::DeniedCache);
             return Ok(self.verdict(one, decision, now_ms, started));
         }
-        let leasable = leases::leased(&one.check.params);
+        // Usage policies never lease: a lease would hand out what a charge must find.
+        let leasable =
+            !one.policy.usage && mode == Mode::Consume && leases::leased(&one.check.params);
         let mut grant = None;
         if leasable {
             let (take, expired) = self
@@ -97,9 +105,13 @@ impl Limiter {
         };
         match decided {
             Ok(decision) => {
-                self.local
-                    .denied
-                    .remember(&slot, &one.check.params, cost, now_ms, &decision);
+                if mode == Mode::Refund {
+                    self.local.denied.forget(&slot);
+                } else {
+                    self.local
+                        .denied
+                        .remember(&slot, &one.check.params, need, now_ms, &decision);
+                }
                 Ok(self.verdict(one, decision, now_ms, started))
             }
             Err(err) => self
@@ -248,6 +260,7 @@ mod tests {
             cost: None,
             tier: None,
             endpoint: None,
+            mode: sluice_core::Mode::Consume,
         };
         for _ in 0..3 {
             limiter.check(&input, 1_000).await.unwrap();

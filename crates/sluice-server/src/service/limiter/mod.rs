@@ -77,6 +77,45 @@ pub struct CheckInput<'a> {
     pub cost: Option<u64>,
     pub tier: Option<&'a str>,
     pub endpoint: Option<&'a str>,
+    /// What the check does with its cost (`Consume` for an ordinary check, which a usage
+    /// policy turns into an ask; `Ask` for an Envoy descriptor's explicit `hits_addend` 0;
+    /// `Charge`/`Refund` for what a request used, on usage policies only).
+    pub mode: sluice_core::Mode,
+}
+
+impl<'a> CheckInput<'a> {
+    /// A charge of `amount` to `key` of a usage policy (`POST /v1/charge`,
+    /// `SLUICE.CHARGE`): a negative amount refunds. Refuses an amount beyond what every
+    /// backend counts exactly (2^53), naming `amount`.
+    pub fn charge(
+        policy: &'a str,
+        key: &'a str,
+        tier: Option<&'a str>,
+        amount: i64,
+    ) -> Result<Self, LimitError> {
+        let units = amount.unsigned_abs();
+        if units > sluice_core::MAX_EXACT {
+            return Err(LimitError::BadRequest {
+                message: format!(
+                    "amount must be between -{0} and {0}, this one is {amount}",
+                    sluice_core::MAX_EXACT
+                ),
+                field: Some("amount".to_owned()),
+            });
+        }
+        Ok(CheckInput {
+            policy,
+            key,
+            cost: Some(units),
+            tier,
+            endpoint: None,
+            mode: if amount < 0 {
+                sluice_core::Mode::Refund
+            } else {
+                sluice_core::Mode::Charge
+            },
+        })
+    }
 }
 
 /// The answer to one check, with everything its headers and body need.
@@ -470,6 +509,7 @@ mod tests {
             cost,
             tier: None,
             endpoint: None,
+            mode: sluice_core::Mode::Consume,
         }
     }
 

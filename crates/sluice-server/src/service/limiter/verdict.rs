@@ -2,7 +2,7 @@
 //! be spent at once, the utilization, request and latency metrics and the top keys recorded;
 //! and a store failure made the policies' fail mode.
 
-use sluice_core::{CheckError, Decision};
+use sluice_core::{CheckError, Decision, Mode};
 use sluice_store::StoreError;
 
 use super::{LimitError, Limiter, Resolved, Started, Verdict};
@@ -17,9 +17,12 @@ impl Limiter {
         now_ms: u64,
         started: Started,
     ) -> Verdict {
-        // Shadow denials count as rejections here: they are who the policy would limit.
-        self.top
-            .record(&r.policy.name, r.check.key, !decision.allowed, now_ms);
+        // Shadow denials count as rejections here: they are who the policy would limit. A
+        // charge is no request: it is counted as usage (in `answer`), not here.
+        if !r.check.mode.adjusts() {
+            self.top
+                .record(&r.policy.name, r.check.key, !decision.allowed, now_ms);
+        }
         self.answer(r, decision, now_ms, started)
     }
 
@@ -56,7 +59,26 @@ impl Limiter {
                     plan_tier: r.policy.tier_label(r.tier_slot, &self.other, &self.none),
                 });
         }
-        self.record(&r, allowed, started);
+        match r.check.mode {
+            // What a request used, charged after it: usage, not a request decided.
+            Mode::Charge => self.metrics.count_usage(
+                &r.policy.name,
+                r.policy.tier_label(r.tier_slot, &self.other, &self.none),
+                r.check.cost,
+            ),
+            Mode::Refund => {}
+            Mode::Consume | Mode::Ask => {
+                if r.policy.usage && decision.allowed {
+                    // A usage check's estimate, consumed when allowed, is usage too.
+                    self.metrics.count_usage(
+                        &r.policy.name,
+                        r.policy.tier_label(r.tier_slot, &self.other, &self.none),
+                        r.check.cost,
+                    );
+                }
+                self.record(&r, allowed, started);
+            }
+        }
         Verdict {
             allowed,
             decision: Decision {

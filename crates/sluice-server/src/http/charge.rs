@@ -1,0 +1,62 @@
+//! `POST /v1/charge`: what a request used, charged to a usage policy after its response
+//! (`{"policy", "key", "tier", "amount"}`). A charge always debits, into debt when the key
+//! has less left (a negative amount refunds, never above full), and answers 200 with the
+//! body of a check: `remaining` (never below 0), `debt`, and `allowed` saying whether the key
+//! still has room for a request.
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::extract::rejection::BytesRejection;
+use axum::response::{IntoResponse, Response};
+use http::StatusCode;
+use serde::Deserialize;
+
+use super::check::Traced;
+use super::error::{body_rejection, parse_json};
+use crate::service::answer::{body_of, check_answer, set_headers};
+use crate::service::app::App;
+use crate::service::json::{ApiError, JSON};
+use crate::service::limiter::CheckInput;
+
+/// The body of a charge.
+#[derive(Debug, Deserialize)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a charge object such as {\"policy\": \"llm\", \"key\": \"user:1\", \"amount\": 420}"
+)]
+struct Incoming {
+    policy: String,
+    key: String,
+    #[serde(default)]
+    tier: Option<String>,
+    amount: i64,
+}
+
+pub(crate) async fn charge(
+    State(app): State<App>,
+    Traced(parent): Traced,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let body = match body {
+        Ok(body) => body,
+        Err(rejection) => return body_rejection(&rejection).into_response(),
+    };
+    let answer = async {
+        let incoming: Incoming = parse_json(&body)?;
+        let input = CheckInput::charge(
+            &incoming.policy,
+            &incoming.key,
+            incoming.tier.as_deref(),
+            incoming.amount,
+        )?;
+        let now_ms = app.clock.now_ms();
+        let verdict = app.limiter.check_traced(&input, now_ms, &parent).await?;
+        let mut response = check_answer(StatusCode::OK, JSON, &body_of(&verdict));
+        set_headers(response.headers_mut(), &verdict);
+        Ok::<_, ApiError>(response)
+    };
+    match answer.await {
+        Ok(response) => response,
+        Err(err) => err.into_response(),
+    }
+}
