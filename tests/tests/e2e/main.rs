@@ -24,3 +24,4 @@ mod routes;
 mod through_proxy;
 mod top;
 mod traefik;
+mod usage;

@@ -15,7 +15,7 @@ use tokio::net::UnixStream;
 
 /// `redis-cli -s SOCKET ARGS…`: its output lines (arrays one element a line, errors as
 /// `ERR …`).
-async fn cli(d: &Daemon, args: &[&str]) -> Vec<String> {
+pub(crate) async fn cli(d: &Daemon, args: &[&str]) -> Vec<String> {
     cli_with_input(&d.resp_socket, args, "").await
 }
 
@@ -224,7 +224,7 @@ async fn errors_name_the_problem_and_connection_commands_answer_as_redis() {
         (&["ECHO", "hi"], "hi"),
         (&["SELECT", "0"], "OK"),
         (&["CLIENT", "SETINFO", "LIB-NAME", "cli"], "OK"),
-        (&["COMMAND", "COUNT"], "10"),
+        (&["COMMAND", "COUNT"], "11"),
         (&["HELLO", "2"], "server"),
     ] {
         let out = cli(&d, args).await;

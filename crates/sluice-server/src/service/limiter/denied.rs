@@ -70,8 +70,9 @@ impl DeniedCache {
         })
     }
 
-    /// Remembers the backend's `decision` denying a check of `cost` at `now_ms` (the latest
-    /// denial of a slot replaces the one before).
+    /// Remembers the backend's `decision` denying a check of `cost` at `now_ms` (a denial of
+    /// a slot replaces one ending no later). A usage policy's cached answer carries the debt
+    /// as the backend last answered it.
     pub(super) fn remember(
         &self,
         slot: &Slot,
@@ -97,7 +98,15 @@ impl DeniedCache {
             || denial,
             |d| d.until_ms <= now_ms,
             |_, _| (),
-            |d| *d = denial,
+            // The denial that holds longer (or owes more) stays: concurrent calls remember in
+            // any order, and for one key and limit that is the later state (charges only add).
+            |d| {
+                if d.params != denial.params
+                    || (d.until_ms, d.debt) <= (denial.until_ms, denial.debt)
+                {
+                    *d = denial;
+                }
+            },
         );
     }
 
