@@ -215,3 +215,72 @@ usage = true
         assert!(refused[0].starts_with("ERR"), "{name}: {refused:?}");
     }
 }
+
+/// Four daemons on one Redis, each taking asks and charges from several clients at once:
+/// the counter ends at exactly the sum of the charges (asks of 0 consume nothing), and
+/// every daemon answers the same debt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn four_daemons_on_redis_keep_the_sum_of_concurrent_charges_exact() {
+    const TOML: &str = r#"
+[policies.budget]
+algorithm = "fixed_window"
+limit = 500
+window = "1h"
+usage = true
+"#;
+    let backend = Backend::Redis(sluice_testkit::RedisServer::start());
+    let mut daemons = Vec::new();
+    for _ in 0..4 {
+        daemons.push(std::sync::Arc::new(daemon(&backend, TOML).await));
+    }
+    let mut tasks = Vec::new();
+    for (n, d) in daemons.iter().enumerate() {
+        for c in 0..4u64 {
+            let d = d.clone();
+            tasks.push(tokio::spawn(async move {
+                let client = if c % 2 == 0 { d.unix() } else { d.tcp() };
+                let mut charged = 0;
+                for i in 0..25u64 {
+                    let amount = 1 + (n as u64 + c + i) % 9;
+                    let body = format!(r#"{{"policy":"budget","key":"k","amount":{amount}}}"#);
+                    let out = client
+                        .send(http::Method::POST, "/v1/charge", &[], body)
+                        .await
+                        .unwrap();
+                    assert_eq!(out.status, 200);
+                    charged += amount;
+                    let ask = r#"{"policy":"budget","key":"k"}"#;
+                    let out = client
+                        .send(http::Method::POST, "/v1/check", &[], ask)
+                        .await
+                        .unwrap();
+                    assert!(out.status == 200 || out.status == 429, "{}", out.status);
+                }
+                charged
+            }));
+        }
+    }
+    let mut total = 0;
+    for task in tasks {
+        total += task.await.unwrap();
+    }
+    let Backend::Redis(server) = &backend else {
+        unreachable!()
+    };
+    let raw = server.cli(&["GET", "rl:{budget:k}:fw"]);
+    assert!(
+        raw.trim().ends_with(&format!(":{total}")),
+        "{raw} != {total}"
+    );
+    // Each daemon's answer comes from Redis (or its denied cache, which holds the latest).
+    for d in &daemons {
+        let body = r#"{"policy":"budget","key":"k","amount":0}"#;
+        let out = d
+            .unix()
+            .send(http::Method::POST, "/v1/charge", &[], body)
+            .await
+            .unwrap();
+        let body: serde_json::Value = serde_json::from_slice(&out.body).unwrap();
+        assert_eq!(body["debt"], total.saturating_sub(500), "{body}");
+    }
+}
