@@ -1,0 +1,86 @@
+//! The configs of the user docs work as written: every ```toml block of the concept pages is
+//! a whole config file `sluiced --check-config` accepts (run by the real binary), and a usage
+//! policy on an algorithm that cannot carry a debt is refused naming why.
+
+// Helpers here are test code too: a failed set-up should panic the test.
+#![allow(clippy::unwrap_used)]
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+mod common;
+
+use common::BIN;
+
+/// The concept pages whose TOML blocks are whole configs.
+const PAGES: [&str; 1] = ["docs/src/concepts/usage-budgets.md"];
+
+fn check_config(toml: &str) -> Output {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("sluice.toml");
+    std::fs::write(&path, toml).unwrap();
+    Command::new(BIN)
+        .arg("--check-config")
+        .arg(&path)
+        .env_remove("SLUICE_SOCKET")
+        .output()
+        .unwrap()
+}
+
+/// The ```toml blocks of a Markdown page, in order.
+fn toml_blocks(markdown: &str) -> Vec<String> {
+    let mut blocks = Vec::new();
+    let mut current: Option<String> = None;
+    for line in markdown.lines() {
+        match (&mut current, line.trim_start()) {
+            (None, fence) if fence.starts_with("```toml") => current = Some(String::new()),
+            (Some(block), fence) if fence.starts_with("```") => {
+                blocks.push(std::mem::take(block));
+                current = None;
+            }
+            (Some(block), _) => {
+                block.push_str(line);
+                block.push('\n');
+            }
+            (None, _) => {}
+        }
+    }
+    blocks
+}
+
+#[test]
+fn every_toml_block_of_the_docs_is_a_valid_config() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    for page in PAGES {
+        let markdown = std::fs::read_to_string(root.join(page)).unwrap();
+        let blocks = toml_blocks(&markdown);
+        assert!(!blocks.is_empty(), "{page} has no toml block");
+        for (i, block) in blocks.iter().enumerate() {
+            let out = check_config(block);
+            assert_eq!(
+                out.status.code(),
+                Some(0),
+                "{page}: toml block {i}:\n{block}\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    }
+}
+
+#[test]
+fn a_usage_policy_without_a_debt_rule_is_refused_naming_why() {
+    for (algorithm, why) in [
+        ("sliding_window_log", "keeps one entry per request"),
+        ("leaky_bucket", "queues requests"),
+    ] {
+        let out = check_config(&format!(
+            "[policies.p]\nalgorithm = \"{algorithm}\"\nlimit = 10\nwindow = \"1m\"\nusage = true\n"
+        ));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{algorithm}: {stderr}");
+        assert!(
+            stderr.contains("policies.p.usage") && stderr.contains(why),
+            "{algorithm}: {stderr}"
+        );
+    }
+}
