@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use sluice_client::Client;
 use sluice_testkit::{Envoy, free_port};
-use sluice_tests::{Daemon, DaemonClients, replace_once, repo_file};
+use sluice_tests::{Daemon, replace_once, repo_file};
 
 use crate::backends::Backend;
 
