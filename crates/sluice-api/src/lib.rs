@@ -41,6 +41,29 @@ impl CheckRequest {
     }
 }
 
+/// `POST /v1/charge`: what a request used, charged to a usage policy after its response
+/// (always debited, into debt if need be; a negative `amount` refunds).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChargeRequest {
+    pub policy: String,
+    pub key: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tier: Option<String>,
+    pub amount: i64,
+}
+
+impl ChargeRequest {
+    pub fn new(policy: impl Into<String>, key: impl Into<String>, amount: i64) -> Self {
+        ChargeRequest {
+            policy: policy.into(),
+            key: key.into(),
+            tier: None,
+            amount,
+        }
+    }
+}
+
 /// All-or-nothing batch: if any check is denied, none consumes.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BatchRequest {

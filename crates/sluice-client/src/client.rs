@@ -11,7 +11,7 @@ use hyper::client::conn::http1::{self, SendRequest};
 use hyper_util::rt::TokioIo;
 use parking_lot::Mutex;
 use serde::de::DeserializeOwned;
-use sluice_api::{BatchRequest, BatchResponse, CheckRequest, CheckResponse};
+use sluice_api::{BatchRequest, BatchResponse, ChargeRequest, CheckRequest, CheckResponse};
 use tokio::net::{TcpStream, UnixStream};
 
 use crate::ClientError;
@@ -115,6 +115,31 @@ impl Client {
     /// `POST /v1/check` with one check.
     pub async fn check(&self, check: &CheckRequest) -> Result<CheckOutcome, ClientError> {
         let raw = self.post_json("/v1/check", check).await?;
+        Ok(CheckOutcome {
+            body: raw.json()?,
+            status: raw.status,
+            headers: raw.headers,
+        })
+    }
+
+    /// `POST /v1/charge`: charges `amount` (what a request used; negative refunds) to `key`
+    /// of the usage policy `policy`. Answers 200 with the body of a check, `debt` included.
+    pub async fn charge(
+        &self,
+        policy: &str,
+        key: &str,
+        amount: i64,
+    ) -> Result<CheckOutcome, ClientError> {
+        self.charge_request(&ChargeRequest::new(policy, key, amount))
+            .await
+    }
+
+    /// `POST /v1/charge` with every field (a tier).
+    pub async fn charge_request(
+        &self,
+        charge: &ChargeRequest,
+    ) -> Result<CheckOutcome, ClientError> {
+        let raw = self.post_json("/v1/charge", charge).await?;
         Ok(CheckOutcome {
             body: raw.json()?,
             status: raw.status,

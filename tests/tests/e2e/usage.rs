@@ -200,6 +200,9 @@ usage = true
             true,
             "{name}: repaid"
         );
+        // The Rust client's charge reaches the same state.
+        let out = d.unix().charge("tokens", "k", 0).await.unwrap();
+        assert_eq!((out.status, out.body.debt), (200, Some(0)), "{name}");
         // A refund gives back, never above full.
         let body = charge("tokens", -100).await;
         assert_eq!(

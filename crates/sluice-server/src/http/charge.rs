@@ -9,7 +9,7 @@ use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
 use axum::response::{IntoResponse, Response};
 use http::StatusCode;
-use serde::Deserialize;
+use sluice_api::ChargeRequest;
 
 use super::check::Traced;
 use super::error::{body_rejection, parse_json};
@@ -17,20 +17,6 @@ use crate::service::answer::{body_of, check_answer, set_headers};
 use crate::service::app::App;
 use crate::service::json::{ApiError, JSON};
 use crate::service::limiter::CheckInput;
-
-/// The body of a charge.
-#[derive(Debug, Deserialize)]
-#[serde(
-    deny_unknown_fields,
-    expecting = "a charge object such as {\"policy\": \"llm\", \"key\": \"user:1\", \"amount\": 420}"
-)]
-struct Incoming {
-    policy: String,
-    key: String,
-    #[serde(default)]
-    tier: Option<String>,
-    amount: i64,
-}
 
 pub(crate) async fn charge(
     State(app): State<App>,
@@ -42,7 +28,7 @@ pub(crate) async fn charge(
         Err(rejection) => return body_rejection(&rejection).into_response(),
     };
     let answer = async {
-        let incoming: Incoming = parse_json(&body)?;
+        let incoming: ChargeRequest = parse_json(&body)?;
         let input = CheckInput::charge(
             &incoming.policy,
             &incoming.key,
