@@ -1,6 +1,8 @@
 //! A quick throughput loop per backend (not a criterion bench): `C` tasks checking random
 //! keys for a few seconds against memory, a real redis-server and a real 6-node cluster,
-//! started by the testkit. Prints checks/s per backend.
+//! started by the testkit. Prints checks/s per backend, then on memory and Redis side by side
+//! what a usage policy costs: asks alone, and asks with a charge after every one
+//! (checks+charges/s ÷ checks/s).
 //!
 //! `CARGO_TARGET_DIR=/work/target-b cargo bench -p sluice-store --bench throughput`
 
@@ -10,7 +12,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use sluice_core::{Algorithm, Params};
+use sluice_core::{Algorithm, Mode, Params};
 use sluice_store::{
     Check, ClusterStore, ClusterStoreConfig, MemoryStore, RedisStore, RedisStoreConfig, Store,
 };
@@ -26,7 +28,22 @@ fn now_ms() -> u64 {
         .as_millis() as u64
 }
 
-async fn run(name: &str, store: Arc<dyn Store>, algorithm: Algorithm, seconds: u64) {
+/// What the loop sends: ordinary checks, or a usage policy's asks with every other call a
+/// charge.
+#[derive(Clone, Copy, PartialEq)]
+enum Mix {
+    Checks,
+    Asks,
+    AsksAndCharges,
+}
+
+async fn run(
+    name: &str,
+    store: Arc<dyn Store>,
+    algorithm: Algorithm,
+    seconds: u64,
+    mix: Mix,
+) -> f64 {
     let params = Params::new(algorithm, 100_000, 60_000, 100_000).unwrap();
     let stop = Arc::new(AtomicBool::new(false));
     let done = Arc::new(AtomicU64::new(0));
@@ -46,12 +63,17 @@ async fn run(name: &str, store: Arc<dyn Store>, algorithm: Algorithm, seconds: u
                     .wrapping_mul(6364136223846793005)
                     .wrapping_add(1442695040888963407);
                 let key = format!("user:{}", (i >> 33) % KEYS);
+                let mode = match mix {
+                    Mix::Checks => Mode::Consume,
+                    Mix::AsksAndCharges if i & (1 << 40) != 0 => Mode::Charge,
+                    Mix::Asks | Mix::AsksAndCharges => Mode::Ask,
+                };
                 let check = Check {
                     policy: "bench",
                     key: &key,
                     params,
                     cost: 1,
-                    mode: sluice_core::Mode::Consume,
+                    mode,
                 };
                 // The memory store never yields by itself; let the timer run.
                 tokio::task::yield_now().await;
@@ -70,12 +92,18 @@ async fn run(name: &str, store: Arc<dyn Store>, algorithm: Algorithm, seconds: u
     }
     let secs = start.elapsed().as_secs_f64();
     let n = done.load(Ordering::Relaxed);
+    let what = match mix {
+        Mix::Checks => "checks",
+        Mix::Asks => "asks",
+        Mix::AsksAndCharges => "asks+charges",
+    };
     println!(
-        "{name:8} {:22} {CONCURRENCY} tasks: {:>9.0} checks/s ({n} in {secs:.1} s, {} errors)",
+        "{name:8} {:22} {CONCURRENCY} tasks: {:>9.0} {what}/s ({n} in {secs:.1} s, {} errors)",
         algorithm.as_str(),
         n as f64 / secs,
         errors.load(Ordering::Relaxed)
     );
+    n as f64 / secs
 }
 
 fn main() {
@@ -111,9 +139,32 @@ fn main() {
             ("redis", Arc::new(redis_store)),
             ("cluster", Arc::new(cluster_store)),
         ];
-        for (name, store) in stores {
+        let only_usage = std::env::var("USAGE_ONLY").is_ok();
+        for (name, store) in &stores {
+            if only_usage {
+                break;
+            }
             for algorithm in [Algorithm::TokenBucket, Algorithm::SlidingWindowLog] {
-                run(name, Arc::clone(&store), algorithm, seconds).await;
+                run(name, Arc::clone(store), algorithm, seconds, Mix::Checks).await;
+            }
+        }
+        // A charge costs what a check costs: one script call, one lock.
+        for (name, store) in &stores[..2] {
+            for algorithm in [Algorithm::FixedWindow, Algorithm::TokenBucket] {
+                let asks = run(name, Arc::clone(store), algorithm, seconds, Mix::Asks).await;
+                let mixed = run(
+                    name,
+                    Arc::clone(store),
+                    algorithm,
+                    seconds,
+                    Mix::AsksAndCharges,
+                )
+                .await;
+                println!(
+                    "{name:8} {:22} asks+charges/s ÷ asks/s = {:.3}",
+                    algorithm.as_str(),
+                    mixed / asks
+                );
             }
         }
     });

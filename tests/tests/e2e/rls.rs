@@ -173,8 +173,40 @@ async fn hits_addend_is_the_cost_and_the_descriptors_own_wins() {
         (answer.overall_code, answer.statuses[0].limit_remaining),
         (i32::from(Code::Ok), 0)
     );
-    // 0 (unset) counts 1, as in Envoy: with nothing left, it is over the limit.
+    // A descriptor's own 0 asks: with nothing left, it is over the limit.
     r.hits_addend = 0;
+    r.descriptors[0].hits_addend = Some(0);
+    assert_eq!(
+        ask(&mut client, r).await.overall_code,
+        i32::from(Code::OverLimit)
+    );
+}
+
+#[tokio::test]
+async fn a_descriptors_own_hits_addend_of_0_asks_without_consuming_on_any_policy() {
+    let (_d, mut client) = daemon().await;
+    let mut r = request("edge", vec![descriptor(&[("remote_address", "10.0.2.9")])]);
+    r.descriptors[0].hits_addend = Some(0);
+    // Asked again and again, the key keeps all it has.
+    for _ in 0..10 {
+        let answer = ask(&mut client, r.clone()).await;
+        assert_eq!(
+            (answer.overall_code, answer.statuses[0].limit_remaining),
+            (i32::from(Code::Ok), 5)
+        );
+    }
+    // A request-level 0 with no hits_addend of the descriptor's own stays 1 (Envoy's rule).
+    r.descriptors[0].hits_addend = None;
+    assert_eq!(
+        ask(&mut client, r.clone()).await.statuses[0].limit_remaining,
+        4
+    );
+    r.descriptors[0].hits_addend = Some(4);
+    assert_eq!(
+        ask(&mut client, r.clone()).await.statuses[0].limit_remaining,
+        0
+    );
+    // Nothing left: the ask is over the limit, and still consumes nothing.
     r.descriptors[0].hits_addend = Some(0);
     assert_eq!(
         ask(&mut client, r).await.overall_code,
