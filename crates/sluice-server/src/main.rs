@@ -20,7 +20,7 @@ use tokio::signal::unix::{SignalKind, signal};
 
 /// mimalloc rather than the system allocator: a check allocates a few small buffers (the
 /// answer body, header values), and glibc malloc spent ~4.7k instructions per request on them
-/// (docs/PERFORMANCE.md).
+/// (docs/src/internals/performance.md).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

@@ -1,7 +1,8 @@
 //! The repository's own rules, checked as tests: no import cycle between files or between the
-//! top-level modules of a crate ([`imports`]), the docs' links and contents ([`docs`]), the
-//! observability assets against what a real daemon exports ([`drift`], [`assets`]) and the
-//! alert rules under promtool ([`alerts`]). A binary of their own, apart from the end-to-end
+//! top-level modules of a crate ([`imports`]), the docs' links, contents and pages ([`docs`]),
+//! the book's build ([`book`]), the configs the docs show ([`doc_configs`]), the manifests'
+//! `rust-version` ([`manifests`]), the observability assets against what a real daemon exports
+//! ([`drift`], [`assets`]) and the alert rules under promtool ([`alerts`]). A binary of their own, apart from the end-to-end
 //! tests of the daemon's behaviour, so a layout or docs failure reads as one.
 
 // Helpers here are test code too: a failed request should panic the test.
@@ -9,6 +10,9 @@
 
 mod alerts;
 mod assets;
+mod book;
+mod doc_configs;
 mod docs;
 mod drift;
 mod imports;
+mod manifests;
