@@ -78,3 +78,59 @@ fn the_toolchain_is_at_least_the_declared_rust_version() {
         "rustc {version} is older than the declared rust-version {declared:?}"
     );
 }
+
+/// The crates others may depend on; the rest (tests, test kit, benches, the example app) keep
+/// the workspace's `publish = false`.
+const LIBRARIES: [&str; 6] = [
+    "sluice-core",
+    "sluice-api",
+    "sluice-store",
+    "sluice-server",
+    "sluice-client",
+    "sluice-replay",
+];
+
+#[test]
+fn the_library_crates_package_and_nothing_else_is_publishable() {
+    let metadata = metadata();
+    for package in metadata["packages"].as_array().unwrap() {
+        let name = package["name"].as_str().unwrap();
+        // `publish`: null = anywhere, [] = nowhere.
+        let publishable = package["publish"] != serde_json::json!([]);
+        assert_eq!(
+            publishable,
+            LIBRARIES.contains(&name),
+            "{name}: publish {}",
+            package["publish"]
+        );
+    }
+    let target = tempfile::tempdir().unwrap();
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let mut package = Command::new(cargo);
+    package
+        .args(["package", "--no-verify", "--allow-dirty", "--target-dir"])
+        .arg(target.path())
+        .current_dir(assets::root());
+    for name in LIBRARIES {
+        package.args(["-p", name]);
+    }
+    let out = package.output().unwrap();
+    assert!(
+        out.status.success(),
+        "cargo package of the libraries:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let versions: std::collections::HashMap<&str, &str> = metadata["packages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| (p["name"].as_str().unwrap(), p["version"].as_str().unwrap()))
+        .collect();
+    for name in LIBRARIES {
+        let version = versions[name];
+        let crate_file = target
+            .path()
+            .join(format!("package/{name}-{version}.crate"));
+        assert!(crate_file.exists(), "no {}", crate_file.display());
+    }
+}
