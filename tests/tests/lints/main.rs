@@ -11,6 +11,7 @@
 mod alerts;
 mod assets;
 mod book;
+mod config_schema;
 mod doc_configs;
 mod docs;
 mod drift;

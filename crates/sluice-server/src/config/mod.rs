@@ -32,5 +32,5 @@ pub use region::RegionSettings;
 pub use schema::{
     AdminConfig, BUILTIN_NAME, BUILTIN_TOML, BackendConfig, Config, ForwardAuthConfig,
     ListenConfig, PolicyConfig, RegionConfig, RemoteConfig, RlsConfig, RlsDescriptorConfig,
-    TelemetryConfig, TierConfig, default_socket_path,
+    TelemetryConfig, TierConfig, default_socket_path, json_schema,
 };
