@@ -2,6 +2,8 @@
 //!
 //! - [`schema`]: the TOML tree as written (every key a string or number, defaults filled in);
 //! - [`load`]: where it comes from (defaults, the file, `SLUICE_` env vars, through figment);
+//!   `env` reads the variables, reaching policies and tiers whose names have capitals, `.`
+//!   or `-`;
 //! - [`compile()`]: the one step that turns it into [`Settings`] or reports every problem at
 //!   once, each naming its field; [`region`] is its `[region]` part;
 //! - [`parse`]: the value syntaxes (names, durations, modes) the compile step reads.
@@ -13,6 +15,7 @@
 
 mod backend;
 mod compile;
+mod env;
 pub mod error;
 mod extract;
 pub mod forward_auth;
