@@ -8,9 +8,9 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use clap::Parser;
+use sluice_config::ConfigSource;
 use sluice_server::App;
 use sluice_server::clock::SystemClock;
-use sluice_server::config::ConfigSource;
 use sluice_server::config_watch::ConfigWatch;
 use sluice_server::server;
 use sluice_server::server::activation::{self, Inherited};
@@ -67,7 +67,7 @@ struct Args {
 fn main() -> ExitCode {
     let args = Args::parse();
     if args.print_config_schema {
-        return match serde_json::to_string_pretty(&sluice_server::config::json_schema()) {
+        return match serde_json::to_string_pretty(&sluice_config::json_schema()) {
             // A closed pipe (`| head`) is the reader's choice, not a failure to report.
             Ok(text) => {
                 let _ = writeln!(std::io::stdout(), "{text}");

@@ -42,7 +42,7 @@ const PYTHON: &str = "python3 with the `jsonschema` module is a requirement of t
     (pip install jsonschema; scripts/test installs it); they never skip";
 
 fn schema() -> Value {
-    sluice_server::config::json_schema()
+    sluice_config::json_schema()
 }
 
 fn pretty(value: &Value) -> String {

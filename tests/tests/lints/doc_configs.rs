@@ -5,7 +5,7 @@
 //! whole file and compiled alone. A renamed key or a value the daemon now refuses fails here, with
 //! the page and the line of the block, instead of in a reader's terminal.
 
-use sluice_server::config::ConfigSource;
+use sluice_config::ConfigSource;
 use sluice_server::service;
 
 use crate::docs::{self, Fence};

@@ -81,9 +81,10 @@ fn the_toolchain_is_at_least_the_declared_rust_version() {
 
 /// The crates others may depend on; the rest (tests, test kit, benches, the example app) keep
 /// the workspace's `publish = false`.
-const LIBRARIES: [&str; 6] = [
+const LIBRARIES: [&str; 7] = [
     "sluice-core",
     "sluice-api",
+    "sluice-config",
     "sluice-store",
     "sluice-server",
     "sluice-client",

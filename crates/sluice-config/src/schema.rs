@@ -7,10 +7,11 @@ use std::collections::BTreeMap;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Deserializer, Serialize};
-use sluice_store::replicated::DEFAULT_MAX_PENDING;
+
+use crate::backend::replication::DEFAULT_MAX_PENDING;
 
 /// The policies compiled into the binary: what `sluiced` serves with no `--config`.
-pub const BUILTIN_TOML: &str = include_str!("../../../../examples/sluice.toml");
+pub const BUILTIN_TOML: &str = include_str!("../../../examples/sluice.toml");
 
 /// A duration as the compile reads it: an integer and a unit (`50ms`, `60s`, `5m`, `1h`, `1d`).
 const DURATION_PATTERN: &str = "^[0-9]+(ms|s|m|h|d)$";
