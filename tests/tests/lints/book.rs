@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::assets;
-use crate::docs::BOOK_SRC;
+use crate::docs::{BOOK_SRC, normalize};
 
 const INSTALL: &str = "mdbook not found: `cargo install --locked mdbook` (scripts/test does it \
     when missing), or set MDBOOK to its path; the book tests never skip";
@@ -65,23 +65,6 @@ fn html_files(dir: &Path, out: &mut Vec<PathBuf>) {
             out.push(path);
         }
     }
-}
-
-/// `path` with `.` and `..` resolved lexically; `None` when it climbs above its start.
-fn normalize(path: &Path) -> Option<PathBuf> {
-    let mut out = PathBuf::new();
-    for part in path.components() {
-        match part {
-            std::path::Component::ParentDir => {
-                if !out.pop() {
-                    return None;
-                }
-            }
-            std::path::Component::CurDir => {}
-            other => out.push(other),
-        }
-    }
-    Some(out)
 }
 
 /// Decodes the `%20`-style escapes of a URL path.
