@@ -11,7 +11,8 @@
 use std::collections::HashSet;
 
 use super::backend::{
-    BackendSettings, ClusterStoreConfig, RedisStoreConfig, UrlCheck, check_store,
+    BackendSettings, ClusterStoreConfig, DEFAULT_CONNECT_TIMEOUT, RedisStoreConfig, UrlCheck,
+    check_store,
 };
 use super::error::FieldError;
 use super::parse::{is_valid_name, parse_positive_duration};
@@ -37,11 +38,16 @@ pub struct RegionSettings {
 fn compile_remote(
     config: &RemoteConfig,
     field: &str,
-    prefix: &str,
+    backend: &BackendConfig,
     redis_url: Option<UrlCheck>,
     errors: &mut Vec<FieldError>,
 ) -> Option<BackendSettings> {
     let before = errors.len();
+    let prefix = backend.prefix.as_str();
+    // `backend.connect_timeout` bounds every backend's connection and the wait before serving
+    // (its errors are `[backend]`'s, reported once there).
+    let connect_timeout =
+        parse_positive_duration(&backend.connect_timeout).unwrap_or(DEFAULT_CONNECT_TIMEOUT);
     let timeout = parse_positive_duration(&config.timeout)
         .map_err(|why| errors.push(FieldError::new(format!("{field}.timeout"), why)))
         .ok();
@@ -64,6 +70,7 @@ fn compile_remote(
             url: config.url.clone(),
             prefix: prefix.to_owned(),
             timeout: timeout?,
+            connect_timeout,
             // On a cross-region link Nagle would hold concurrent commands back a round trip.
             tcp_nodelay: true,
             ..RedisStoreConfig::default()
@@ -72,6 +79,7 @@ fn compile_remote(
             nodes: config.nodes.clone(),
             prefix: prefix.to_owned(),
             timeout: timeout?,
+            connect_timeout,
             ..ClusterStoreConfig::default()
         })),
         other => {
@@ -114,13 +122,13 @@ pub(crate) fn compile_region(
                 "the global backend has no region name",
             ));
         }
-        compile_remote(global, "region.global", &backend.prefix, redis_url, errors)
+        compile_remote(global, "region.global", backend, redis_url, errors)
     });
     let mut seen = HashSet::new();
     let mut peers = Vec::new();
     for (i, peer) in region.peers.iter().enumerate() {
         let field = format!("region.peers[{i}]");
-        if let Some(settings) = compile_remote(peer, &field, &backend.prefix, redis_url, errors) {
+        if let Some(settings) = compile_remote(peer, &field, backend, redis_url, errors) {
             peers.push((peer.name.clone(), settings));
         }
         if !is_valid_name(&peer.name) {
@@ -160,7 +168,7 @@ pub(crate) fn compile_region(
                 ..RemoteConfig::default()
             },
             "backend",
-            &backend.prefix,
+            backend,
             redis_url,
             errors,
         )
