@@ -3,7 +3,7 @@
 //! candidate limits).
 
 use async_trait::async_trait;
-use sluice_core::{Decision, Mode, Params};
+use sluice_core::{Decision, Mode, Params, candidate_cost, candidate_decision};
 
 use crate::StoreError;
 use crate::settings::{
@@ -48,14 +48,6 @@ pub fn candidate_policy(policy: &str) -> String {
     name
 }
 
-/// The cost a candidate judges a check of `cost` at: the cost itself, or 0 (a peek of its
-/// state) when the cost exceeds the candidate's capacity, which it could never admit: the
-/// candidate then "would reject" ([`candidate_decision`]), and the caller, whose check was
-/// valid for the limit in force, gets no error for it.
-pub(crate) fn candidate_cost(cost: u64, candidate: &Params) -> u64 {
-    if cost > candidate.capacity() { 0 } else { cost }
-}
-
 /// The mode a candidate judges a check in: the check's own, except a charge or refund on an
 /// algorithm that carries no debt, which it judges as an ask.
 pub(crate) fn candidate_mode(mode: Mode, candidate: &Params) -> Mode {
@@ -63,22 +55,6 @@ pub(crate) fn candidate_mode(mode: Mode, candidate: &Params) -> Mode {
         Mode::Ask
     } else {
         mode
-    }
-}
-
-/// The candidate's decision from what its state answered for [`candidate_cost`]: for a cost
-/// beyond its capacity, a rejection describing the state as the peek found it (it never
-/// passes, so no `retry_after`).
-pub(crate) fn candidate_decision(cost: u64, candidate: &Params, answered: Decision) -> Decision {
-    if cost > candidate.capacity() {
-        Decision {
-            allowed: false,
-            retry_after_ms: 0,
-            delay_ms: 0,
-            ..answered
-        }
-    } else {
-        answered
     }
 }
 
