@@ -22,8 +22,10 @@ use crate::schema::PolicyConfig;
 
 mod candidates;
 mod fields;
+mod usage;
 
 use self::candidates::{Candidates, compile_candidates};
+use self::usage::check_usage;
 
 /// The maps the check path looks names up in: aHash, since SipHash over every policy, tier and
 /// endpoint name was a visible share of a check's CPU (the keys are config, not caller input
@@ -428,46 +430,6 @@ fn compile_policy<M: Meters>(
         has_candidate,
         usage: config.usage,
     })
-}
-
-/// `usage = true` needs an algorithm that can carry a debt, for the policy and every tier,
-/// and a scope whose counters take a charge.
-fn check_usage(
-    name: &str,
-    base: &Limit,
-    tiers: &Names<Arc<Limit>>,
-    scope: Scope,
-    errors: &mut Vec<FieldError>,
-) {
-    let algorithm = base.params.algorithm;
-    let cannot = |algorithm: Algorithm| match algorithm {
-        Algorithm::SlidingWindowLog => Some(
-            "sliding_window_log keeps one entry per request and cannot count what a request used after it (a debt); use sliding_window_counter",
-        ),
-        Algorithm::LeakyBucket => Some(
-            "leaky_bucket queues requests and cannot owe what a request used after it (a debt); use gcra or token_bucket",
-        ),
-        _ => None,
-    };
-    if let Some(why) = cannot(algorithm) {
-        errors.push(FieldError::new(field(name, "usage"), why));
-    }
-    for (tier, limit) in tiers.iter() {
-        if limit.params.algorithm != algorithm
-            && let Some(why) = cannot(limit.params.algorithm)
-        {
-            errors.push(FieldError::new(
-                format!("policies.{name}.tiers.{tier}.algorithm"),
-                format!("usage = true: {why}"),
-            ));
-        }
-    }
-    if scope == Scope::Replicated {
-        errors.push(FieldError::new(
-            field(name, "usage"),
-            "scope = \"replicated\" shares consumption between regions and takes no charge; use scope = \"local\" or \"global\"",
-        ));
-    }
 }
 
 /// The name of field `key` of policy `name` in errors (`policies.public.limit`).
