@@ -47,7 +47,7 @@ pub async fn serve_until(
         linger::Lingering::new(fd_limit::lingering_slots(limits.max_connections)),
         Some(app.limiter.metrics().connections_refused.clone()),
     );
-    let router = http::router(app.clone());
+    let api = http::Api::new(app.clone());
     let mut tasks = tokio::task::JoinSet::new();
     let mut sockets = Vec::new();
     // Every HTTP listener: one accept loop each, behind the one gate.
@@ -58,13 +58,17 @@ pub async fn serve_until(
     };
     if let Some(unix) = listeners.unix {
         sockets.extend(unix.created_file());
-        tasks.spawn(http_loop.serve(unix.listener, "unix", router.clone()));
+        tasks.spawn(http_loop.serve(unix.listener, "unix", api.clone()));
     }
     if let Some(tcp) = listeners.http {
-        tasks.spawn(http_loop.serve(tcp, "http", router.clone()));
+        tasks.spawn(http_loop.serve(tcp, "http", api.clone()));
     }
     if let Some(tcp) = listeners.metrics {
-        tasks.spawn(http_loop.serve(tcp, "metrics", http::metrics_router(app.clone())));
+        tasks.spawn(http_loop.serve(
+            tcp,
+            "metrics",
+            http::Api::routes(http::metrics_router(app.clone())),
+        ));
     }
     if let Some(tcp) = listeners.grpc {
         let server = crate::rls::serve(app.clone(), tcp, stop.clone().into_wait());
@@ -189,13 +193,13 @@ struct HttpLoop<'a> {
 }
 
 impl HttpLoop<'_> {
-    /// The accept loop of `listener` (`name` in the metrics), serving `router`, as a
+    /// The accept loop of `listener` (`name` in the metrics), serving `api`, as a
     /// listener task.
     fn serve<L: accept::Accept>(
         self,
         listener: L,
         name: &'static str,
-        router: axum::Router,
+        api: http::Api,
     ) -> impl Future<Output = io::Result<()>> + Send + 'static {
         let serving = accept::serve_listener(
             listener,
@@ -203,7 +207,7 @@ impl HttpLoop<'_> {
             self.gate.clone(),
             HTTP_OVERLOADED,
             self.stop.clone(),
-            connection::Http::new(router, self.limits, self.gate.lingering().clone()),
+            connection::Http::new(api, self.limits, self.gate.lingering().clone()),
         );
         async move {
             serving.await;

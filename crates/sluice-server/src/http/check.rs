@@ -13,7 +13,7 @@ use serde::Deserialize;
 use serde::de::{self, Deserializer, Visitor};
 
 use super::error::{body_rejection, parse_json};
-use crate::service::answer::{batch_response, body_of, check_answer, set_headers};
+use crate::service::answer::{batch_response, body_of, check_answer};
 use crate::service::app::App;
 use crate::service::json::{ApiError, JSON, PROBLEM_JSON};
 use crate::service::limiter::CheckInput;
@@ -122,11 +122,15 @@ pub(crate) async fn check(
     Traced(parent): Traced,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    let body = match body {
-        Ok(body) => body,
-        Err(rejection) => return body_rejection(&rejection).into_response(),
-    };
-    match decide(&app, &body, &parent).await {
+    match body {
+        Ok(body) => answer(&app, &body, &parent).await,
+        Err(rejection) => body_rejection(&rejection).into_response(),
+    }
+}
+
+/// The answer to the check (or batch) in `body`, the router's path or [`super::api`]'s.
+pub(crate) async fn answer(app: &App, body: &[u8], parent: &TraceParent) -> Response {
+    match decide(app, body, parent).await {
         Ok(response) => response,
         Err(err) => err.into_response(),
     }
@@ -168,11 +172,9 @@ async fn decide(app: &App, body: &[u8], parent: &TraceParent) -> Result<Response
     };
     let verdict = app.limiter.check_traced(&input, now_ms, parent).await?;
     let body = body_of(&verdict);
-    let mut response = if verdict.allowed {
-        check_answer(StatusCode::OK, JSON, &body)
+    Ok(if verdict.allowed {
+        check_answer(StatusCode::OK, JSON, &body, &verdict)
     } else {
-        check_answer(StatusCode::TOO_MANY_REQUESTS, PROBLEM_JSON, &body)
-    };
-    set_headers(response.headers_mut(), &verdict);
-    Ok(response)
+        check_answer(StatusCode::TOO_MANY_REQUESTS, PROBLEM_JSON, &body, &verdict)
+    })
 }

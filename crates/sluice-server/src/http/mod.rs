@@ -10,11 +10,13 @@
 //!   Envoy RLS and RESP;
 //! - [`error`]: the JSON error shape and body parsing;
 //! - [`large_bodies`]: the 413 of a declared body over the limit, before it is read.
+//! - [`api`]: the service a connection calls, the check straight to its handler.
 //!
 //! Here: the router and the operational routes (`/healthz`, `/readyz`, `/metrics`,
 //! `/v1/policies`). Decisions come from the [`Limiter`](crate::service::limiter::Limiter) only.
 
 pub mod admin;
+mod api;
 pub mod caller;
 pub mod candidate;
 mod change;
@@ -37,6 +39,7 @@ use sluice_api::{MAX_BODY_BYTES, codes};
 use crate::exposition::Format;
 use crate::service::app::App;
 use crate::service::json::{ApiError, json_response};
+pub use api::Api;
 use error::{method_not_allowed, not_found};
 
 /// The router of the API.
