@@ -37,7 +37,8 @@ use tokio::time::Instant;
 use super::accept::ServeConnection;
 use super::linger::Lingering;
 use super::stop::Stop;
-use crate::config::ConnectionSettings;
+use sluice_config::ConnectionSettings;
+
 use crate::http::Api;
 
 /// Serves the API on the connections of a listener, whatever their stream type.
