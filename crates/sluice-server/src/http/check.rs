@@ -13,6 +13,7 @@ use serde::Deserialize;
 use serde::de::{self, Deserializer, Visitor};
 
 use super::error::{body_rejection, parse_json};
+use super::plain_body;
 use crate::service::answer::{batch_response, body_of, check_answer};
 use crate::service::app::App;
 use crate::service::json::{ApiError, JSON, PROBLEM_JSON};
@@ -92,8 +93,24 @@ struct Incoming<'a> {
     checks: Option<Vec<IncomingCheck<'a>>>,
 }
 
+/// The body: a plain single check is scanned directly ([`plain_body`]), anything else goes
+/// through serde (which also names the errors).
 fn parse(body: &[u8]) -> Result<Incoming<'_>, ApiError> {
-    parse_json(body)
+    let Some(plain) = plain_body::scan(body) else {
+        return parse_json(body);
+    };
+    Ok(Incoming {
+        policy: text(plain.policy),
+        key: text(plain.key),
+        cost: plain.cost,
+        tier: text(plain.tier),
+        endpoint: text(plain.endpoint),
+        checks: None,
+    })
+}
+
+fn text(field: Option<&str>) -> Option<Text<'_>> {
+    field.map(|value| Text(Cow::Borrowed(value)))
 }
 
 fn required<'a>(value: &'a Option<Text<'_>>, field: &str) -> Result<&'a str, ApiError> {

@@ -9,6 +9,7 @@
 //! - the body and headers of a decision come from [`crate::service::answer`], shared with the
 //!   Envoy RLS and RESP;
 //! - [`error`]: the JSON error shape and body parsing;
+//! - [`plain_body`]: the plain check body read without serde;
 //! - [`large_bodies`]: the 413 of a declared body over the limit, before it is read.
 //! - [`api`]: the service a connection calls, the check straight to its handler.
 //!
@@ -24,6 +25,7 @@ mod check;
 pub mod error;
 pub mod forward_auth;
 mod large_bodies;
+mod plain_body;
 mod slo;
 mod top;
 

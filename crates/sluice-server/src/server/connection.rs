@@ -32,13 +32,12 @@ use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use sluice_config::ConnectionSettings;
 use tokio::time::Instant;
 
 use super::accept::ServeConnection;
 use super::linger::Lingering;
 use super::stop::Stop;
-use sluice_config::ConnectionSettings;
-
 use crate::http::Api;
 
 /// Serves the API on the connections of a listener, whatever their stream type.
