@@ -47,7 +47,7 @@ pub async fn serve_until(
         linger::Lingering::new(fd_limit::lingering_slots(limits.max_connections)),
         Some(app.limiter.metrics().connections_refused.clone()),
     );
-    let api = http::Api::new(app.clone());
+    let api = http::Api::new(http::router(app.clone()), app.clone());
     let mut tasks = tokio::task::JoinSet::new();
     let mut sockets = Vec::new();
     // Every HTTP listener: one accept loop each, behind the one gate.

@@ -1,6 +1,6 @@
 //! The service every API connection calls. `POST /v1/check` with a declared body within the
 //! limit, the one route a sidecar's hot path takes, goes straight to its handler; every other
-//! request goes through the [`router`](super::router). The router's work is the check's
+//! request goes through the [`router`](crate::http::router). The router's work is the check's
 //! largest cost after hyper's own (issue 41, docs/PERFORMANCE.md): its path match, its
 //! extensions (the matched path, the body limit), the body boxed into axum's type and each
 //! layer's future, none of which this one route needs. The answer is the router's, byte for
@@ -35,10 +35,11 @@ pub struct Api {
 }
 
 impl Api {
-    /// The whole API of [`router`](super::router), the check on its direct path.
-    pub fn new(app: App) -> Api {
+    /// `router` (the whole API, [`crate::http::router`] of `app`), the check on its direct
+    /// path.
+    pub fn new(router: Router, app: App) -> Api {
         Api {
-            router: super::router(app.clone()),
+            router,
             checks: Some(app),
         }
     }
