@@ -1,5 +1,6 @@
-//! The repository's own rules, checked as tests: no import cycle between files or between the
-//! top-level modules of a crate ([`imports`]), the docs' links and contents ([`docs`]), the
+//! The repository's own rules, checked as tests: no dependency cycle between crates, and the
+//! client and configuration crates' trees kept lean ([`crates`]); no import cycle between
+//! files or between the top-level modules of a crate ([`imports`]), the docs' links and contents ([`docs`]), the
 //! observability assets against what a real daemon exports ([`drift`], [`assets`]) and the
 //! alert rules under promtool ([`alerts`]). A binary of their own, apart from the end-to-end
 //! tests of the daemon's behaviour, so a layout or docs failure reads as one.
@@ -9,6 +10,7 @@
 
 mod alerts;
 mod assets;
+mod crates;
 mod docs;
 mod drift;
 mod imports;

@@ -13,15 +13,15 @@
 //! - [`activation`]: sockets handed over by the service manager, and telling it we are ready.
 //! - [`bind`]: the listeners of `[listen]`, bound or taken from those handed over.
 
-pub mod accept;
+pub(crate) mod accept;
 pub mod activation;
 pub mod bind;
-pub mod connection;
+pub(crate) mod connection;
 pub mod fd_limit;
-pub mod gate;
-pub mod linger;
-pub mod stop;
-pub mod unix;
+pub(crate) mod gate;
+pub(crate) mod linger;
+pub(crate) mod stop;
+pub(crate) mod unix;
 
 use tokio::net::TcpListener;
 
