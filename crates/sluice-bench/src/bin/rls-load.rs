@@ -15,7 +15,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use clap::Parser;
 use hdrhistogram::Histogram;
-use sluice_bench::{Report, Rng};
+use sluice_bench::Report;
+use sluice_core::SplitMix;
 use sluice_server::rls::generated::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
 use sluice_server::rls::generated::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
 use sluice_server::rls::pb::RateLimitRequest;
@@ -115,7 +116,7 @@ async fn drive(args: &Args) -> Result<Report> {
         let client = RateLimitServiceClient::new(channels[slot % channels.len()].clone());
         local.spawn_local(slot_loop(
             client,
-            Rng::new(slot as u64 + 1),
+            SplitMix(slot as u64 + 1),
             args.descriptors,
             args.keys,
             Rc::clone(&stats),
@@ -146,7 +147,7 @@ async fn drive(args: &Args) -> Result<Report> {
 /// window count.
 async fn slot_loop(
     mut client: RateLimitServiceClient<Channel>,
-    mut rng: Rng,
+    mut rng: SplitMix,
     descriptors: usize,
     keys: u64,
     stats: Rc<RefCell<Stats>>,
