@@ -1,9 +1,9 @@
 //! The service every API connection calls. `POST /v1/check` with a declared body within the
 //! limit, the one route a sidecar's hot path takes, goes straight to its handler; every other
 //! request goes through the [`router`](crate::http::router). The router's work is the check's
-//! largest cost after hyper's own (issue 41, docs/PERFORMANCE.md): its path match, its
-//! extensions (the matched path, the body limit), the body boxed into axum's type and each
-//! layer's future, none of which this one route needs. The answer is the router's, byte for
+//! largest cost after hyper's own (issue 41, docs/src/internals/performance.md): its path
+//! match, its extensions (the matched path, the body limit), the body boxed into axum's type
+//! and each layer's future, none of which this one route needs. The answer is the router's, byte for
 //! byte: the same handler ([`check::answer`]) decides and writes it, and a request the router
 //! would treat differently (no `Content-Length`, one over the limit, another method or path)
 //! goes to the router.

@@ -1,7 +1,7 @@
 //! The body of nearly every check, read without serde: one flat JSON object of the fields
 //! `policy`, `key`, `tier`, `endpoint` (strings) and `cost` (an integer), each at most once.
 //! Parsing it through the generic deserializer was a sixth of a check's instructions beyond
-//! hyper's (docs/PERFORMANCE.md); this scanner takes a few hundred.
+//! hyper's (docs/src/internals/performance.md); this scanner takes a few hundred.
 //!
 //! It reads only what it is sure serde reads the same way: strings without escapes, control
 //! characters or non-ASCII bytes, integers without a sign, fraction, exponent or leading zero
