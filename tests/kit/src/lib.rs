@@ -19,6 +19,7 @@ use tempfile::TempDir;
 
 mod proxies;
 pub use proxies::{Caddy, Envoy, Nginx, Traefik};
+pub mod certs;
 mod proxy;
 pub use proxy::{LatencyProxy, Partition};
 
