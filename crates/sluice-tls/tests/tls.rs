@@ -1,8 +1,8 @@
 //! The PEM errors name the field and file and quote nothing of it; a handshake against the
 //! test certificates fails for each reason the operator is told.
 
-
 #![allow(clippy::unwrap_used)] // tests unwrap, helpers included
+
 use std::path::Path;
 use std::sync::Arc;
 

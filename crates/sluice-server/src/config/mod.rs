@@ -20,6 +20,7 @@ pub mod load;
 pub mod parse;
 pub mod region;
 pub mod schema;
+pub mod tls;
 
 pub use backend::{BackendKind, BackendSettings};
 pub use compile::{
@@ -31,6 +32,7 @@ pub use parse::{format_duration_ms, is_valid_name, parse_duration_ms};
 pub use region::RegionSettings;
 pub use schema::{
     AdminConfig, BUILTIN_NAME, BUILTIN_TOML, BackendConfig, Config, ForwardAuthConfig,
-    ListenConfig, PolicyConfig, RegionConfig, RemoteConfig, RlsConfig, RlsDescriptorConfig,
-    TelemetryConfig, TierConfig, default_socket_path,
+    ListenConfig, ListenTlsConfig, PolicyConfig, RegionConfig, RemoteConfig, RlsConfig,
+    RlsDescriptorConfig, TelemetryConfig, TierConfig, default_socket_path,
 };
+pub use tls::ListenTls;

@@ -56,6 +56,22 @@ pub struct ListenConfig {
     pub idle_timeout: String,
     /// Open connections over every listener; capped below the fd limit at start.
     pub max_connections: u64,
+    /// `[listen.tls]`: TLS (and mTLS) on the TCP listeners.
+    pub tls: ListenTlsConfig,
+}
+
+/// `[listen.tls]`: a certificate set makes the TCP listeners (http, grpc, resp) TLS only.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ListenTlsConfig {
+    /// PEM certificate chain; "" = plain TCP.
+    pub cert_file: String,
+    /// Its PEM private key.
+    pub key_file: String,
+    /// PEM CA bundle; set = a client must present a certificate it signed (mTLS).
+    pub client_ca_file: String,
+    /// `listen.metrics` serves HTTPS too (default: plain, for probes).
+    pub metrics: bool,
 }
 
 impl Default for ListenConfig {
@@ -71,6 +87,7 @@ impl Default for ListenConfig {
             header_timeout: "10s".to_owned(),
             idle_timeout: "120s".to_owned(),
             max_connections: 10_000,
+            tls: ListenTlsConfig::default(),
         }
     }
 }
