@@ -19,6 +19,15 @@ pub enum ConfigError {
     ZeroInFlight,
     #[error("backend client: {0}")]
     Client(String),
+    /// A TLS file that cannot be used, or a TLS setting the client cannot honour.
+    #[error("{0}")]
+    Tls(String),
+}
+
+impl From<sluice_tls::PemError> for ConfigError {
+    fn from(err: sluice_tls::PemError) -> ConfigError {
+        ConfigError::Tls(err.to_string())
+    }
 }
 
 /// Default `backend.timeout`.
@@ -59,6 +68,9 @@ pub struct RedisStoreConfig {
     /// concurrent commands may be coalesced). True for a link to another region, where
     /// Nagle's algorithm would hold a command back for up to a round trip.
     pub tcp_nodelay: bool,
+    /// `[backend.tls]`: set = TLS (a `rediss://` URL turns it on with the defaults: the
+    /// system's roots, no client certificate). Default none.
+    pub tls: Option<crate::RedisTls>,
 }
 
 impl Default for RedisStoreConfig {
@@ -71,6 +83,7 @@ impl Default for RedisStoreConfig {
             max_in_flight: DEFAULT_MAX_IN_FLIGHT,
             ttl_grace: Duration::ZERO,
             tcp_nodelay: false,
+            tls: None,
         }
     }
 }
@@ -101,6 +114,8 @@ pub struct ClusterStoreConfig {
     /// decision (an expired state decides as a fresh one); it only costs memory. Tests
     /// replaying synthetic time use it.
     pub ttl_grace: Duration,
+    /// `[backend.tls]`, for every node and redirection (`rediss://` nodes turn it on).
+    pub tls: Option<crate::RedisTls>,
 }
 
 impl Default for ClusterStoreConfig {
@@ -112,25 +127,65 @@ impl Default for ClusterStoreConfig {
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             max_in_flight: DEFAULT_MAX_IN_FLIGHT,
             ttl_grace: Duration::ZERO,
+            tls: None,
         }
     }
 }
 
 impl RedisStoreConfig {
+    /// The TLS this store connects with: `tls`, or the defaults when the URL is `rediss://`.
+    pub fn effective_tls(&self) -> Option<crate::RedisTls> {
+        self.tls.clone().or_else(|| {
+            self.url
+                .starts_with("rediss://")
+                .then(crate::RedisTls::default)
+        })
+    }
+
+    /// The URL the client opens: `rediss://` whenever TLS is on.
+    pub(crate) fn client_url(&self) -> String {
+        match self.url.strip_prefix("redis://") {
+            Some(rest) if self.tls.is_some() => format!("rediss://{rest}"),
+            _ => self.url.clone(),
+        }
+    }
+
     /// Every check [`RedisStore::new`](crate::RedisStore::new) makes, without connecting: the
     /// daemon's config compile calls it, so what it accepts the store accepts.
     pub fn validate(&self) -> Result<(), ConfigError> {
         check_common(&self.prefix, self.timeout, self.max_in_flight)?;
-        redis::IntoConnectionInfo::into_connection_info(self.url.as_str())
-            .map(drop)
+        let info = redis::IntoConnectionInfo::into_connection_info(self.client_url().as_str())
             .map_err(|e| ConfigError::InvalidUrl {
                 url: redact_url(&self.url),
                 reason: redact_text(&e.to_string(), &self.url),
-            })
+            })?;
+        if let Some(tls) = self.effective_tls() {
+            tls.client_config()?;
+            // The `redis` client verifies the URL's host and offers no other name.
+            if let (Some(name), redis::ConnectionAddr::TcpTls { host, .. }) =
+                (&tls.server_name, info.addr())
+                && name != host
+            {
+                return Err(ConfigError::Tls(format!(
+                    "backend.tls.server_name: {name:?} differs from the URL's host {host:?}; with kind = \"redis\" the name verified is the URL's host (name the server by its certificate's name in the URL)"
+                )));
+            }
+        }
+        Ok(())
     }
 }
 
 impl ClusterStoreConfig {
+    /// The TLS of every node connection: `tls`, or the defaults when a node is `rediss://`.
+    pub fn effective_tls(&self) -> Option<crate::RedisTls> {
+        self.tls.clone().or_else(|| {
+            self.nodes
+                .iter()
+                .any(|node| node.starts_with("rediss://"))
+                .then(crate::RedisTls::default)
+        })
+    }
+
     /// Every check [`ClusterStore::new`](crate::ClusterStore::new) makes, without connecting.
     pub fn validate(&self) -> Result<(), ConfigError> {
         check_common(&self.prefix, self.timeout, self.max_in_flight)?;
@@ -139,6 +194,9 @@ impl ClusterStoreConfig {
         }
         for node in &self.nodes {
             parse_node(node)?;
+        }
+        if let Some(tls) = self.effective_tls() {
+            tls.client_config()?;
         }
         Ok(())
     }
@@ -219,11 +277,9 @@ pub(crate) fn parse_node(url: &str) -> Result<(String, u16), ConfigError> {
     };
     let rest = url
         .strip_prefix("redis://")
+        .or_else(|| url.strip_prefix("rediss://"))
         .or_else(|| url.strip_prefix("redis-cluster://"))
         .unwrap_or(url);
-    if rest.starts_with("rediss://") || url.starts_with("rediss://") {
-        return Err(invalid("TLS is not supported"));
-    }
     let rest = rest.split('/').next().unwrap_or(rest);
     let rest = rest.rsplit('@').next().unwrap_or(rest);
     let (host, port) = match rest.rsplit_once(':') {

@@ -50,6 +50,7 @@ mod memory;
 mod redis;
 mod settings;
 mod store;
+mod tls;
 
 pub use config::{
     ClusterStoreConfig, ConfigError, DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_IN_FLIGHT,
@@ -67,3 +68,4 @@ pub use settings::{
     CandidateOverride, LimitOverride, Setting, SettingKind, Settings, StoredSetting,
 };
 pub use store::{BatchObserver, Check, OverrideStore, Store, StoreKind, candidate_policy};
+pub use tls::RedisTls;

@@ -105,6 +105,8 @@ pub(crate) fn check_store(settings: &BackendSettings, section: &str, errors: &mu
             (StoreConfigError::NoNodes, _) => format!("{section}.nodes"),
             (StoreConfigError::InvalidPrefix(_), _) => "backend.prefix".to_owned(),
             (StoreConfigError::ZeroTimeout, _) => format!("{section}.timeout"),
+            // Its message names the field itself.
+            (StoreConfigError::Tls(_), _) => String::new(),
             _ => section.to_owned(),
         };
         errors.push(FieldError::new(field, err.to_string()));

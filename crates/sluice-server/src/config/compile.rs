@@ -19,7 +19,7 @@ use super::forward_auth::CallerRules;
 use super::parse::{parse_mode, parse_positive_duration};
 use super::region::{RegionSettings, compile_region};
 use super::schema::{BackendConfig, Config, ListenConfig, PolicyConfig, TelemetryConfig};
-use super::tls::{ListenTls, compile_listen_tls};
+use super::tls::{ListenTls, compile_backend_tls, compile_listen_tls};
 
 /// Everything the daemon runs on, compiled from one [`Config`].
 #[derive(Debug)]
@@ -311,6 +311,15 @@ fn compile_backend(
             "must be non-empty and hold no '{' or '}' (they pick the Redis cluster slot)",
         ));
     }
+    let any_rediss = config.url.starts_with("rediss://")
+        || config
+            .nodes
+            .iter()
+            .any(|node| node.starts_with("rediss://"));
+    let tls = match config.kind.as_str() {
+        "memory" => None,
+        _ => compile_backend_tls("backend.tls", &config.tls, any_rediss, errors),
+    };
     let settings = match config.kind.as_str() {
         "memory" => BackendSettings::Memory(MemoryStoreConfig {
             max_keys: config.max_keys,
@@ -328,6 +337,7 @@ fn compile_backend(
                 prefix: config.prefix.clone(),
                 timeout,
                 connect_timeout,
+                tls,
                 ..RedisStoreConfig::default()
             })
         }
@@ -343,6 +353,7 @@ fn compile_backend(
                 prefix: config.prefix.clone(),
                 timeout,
                 connect_timeout,
+                tls,
                 ..ClusterStoreConfig::default()
             })
         }

@@ -16,6 +16,7 @@ use super::backend::{BackendSettings, check_store};
 use super::error::FieldError;
 use super::parse::{is_valid_name, parse_positive_duration};
 use super::schema::{BackendConfig, RegionConfig, RemoteConfig};
+use super::tls::compile_backend_tls;
 
 /// `[region]`, compiled. The default is a single region.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -49,6 +50,12 @@ fn compile_remote(
     let timeout = parse_positive_duration(&config.timeout)
         .map_err(|why| errors.push(FieldError::new(format!("{field}.timeout"), why)))
         .ok();
+    let any_rediss = config.url.starts_with("rediss://")
+        || config
+            .nodes
+            .iter()
+            .any(|node| node.starts_with("rediss://"));
+    let tls = compile_backend_tls(&format!("{field}.tls"), &config.tls, any_rediss, errors);
     let settings = match config.kind.as_str() {
         "redis" if config.url.is_empty() => {
             errors.push(FieldError::new(
@@ -71,6 +78,7 @@ fn compile_remote(
             connect_timeout,
             // On a cross-region link Nagle would hold concurrent commands back a round trip.
             tcp_nodelay: true,
+            tls,
             ..RedisStoreConfig::default()
         })),
         "cluster" => Some(BackendSettings::Cluster(ClusterStoreConfig {
@@ -78,6 +86,7 @@ fn compile_remote(
             prefix: prefix.to_owned(),
             timeout: timeout?,
             connect_timeout,
+            tls,
             ..ClusterStoreConfig::default()
         })),
         other => {
@@ -88,7 +97,10 @@ fn compile_remote(
             None
         }
     }?;
-    check_store(&settings, field, errors);
+    // A TLS file already reported is not reported again by the store's own checks.
+    if errors.len() == before {
+        check_store(&settings, field, errors);
+    }
     (errors.len() == before).then_some(settings)
 }
 

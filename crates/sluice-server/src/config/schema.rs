@@ -114,6 +114,24 @@ pub struct BackendConfig {
     pub connect_timeout: String,
     pub prefix: String,
     pub max_keys: u64,
+    /// `[backend.tls]`: TLS to Redis.
+    pub tls: BackendTlsConfig,
+}
+
+/// `[backend.tls]` (and the `tls` table of a `[region]` backend): TLS to Redis. A `rediss://`
+/// URL turns it on; `enabled = true` also for `redis://` URLs. Always verified.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct BackendTlsConfig {
+    pub enabled: bool,
+    /// PEM CA bundle; "" = the system's root store.
+    pub ca_file: String,
+    /// Client certificate chain (PEM), for `tls-auth-clients yes`.
+    pub cert_file: String,
+    /// Its private key (PEM).
+    pub key_file: String,
+    /// The name verified (and sent as SNI); "" = the URL's host.
+    pub server_name: String,
 }
 
 impl Default for BackendConfig {
@@ -126,6 +144,7 @@ impl Default for BackendConfig {
             connect_timeout: "1s".to_owned(),
             prefix: "rl".to_owned(),
             max_keys: 1_000_000,
+            tls: BackendTlsConfig::default(),
         }
     }
 }
@@ -343,6 +362,8 @@ pub struct RemoteConfig {
     /// Bound on one call. Default 1s (a check on the global backend waits this long at most;
     /// a delivery to a peer never delays a check).
     pub timeout: String,
+    /// TLS to this backend, as `[backend.tls]`.
+    pub tls: BackendTlsConfig,
 }
 
 impl Default for RemoteConfig {
@@ -353,6 +374,7 @@ impl Default for RemoteConfig {
             url: String::new(),
             nodes: Vec::new(),
             timeout: DEFAULT_REMOTE_TIMEOUT.to_owned(),
+            tls: BackendTlsConfig::default(),
         }
     }
 }

@@ -1,14 +1,16 @@
-//! `[listen.tls]`, compiled: which files the TCP listeners serve TLS with. The files are read
-//! here too, so a missing, unreadable or malformed PEM file (or a key that does not fit its
+//! `[listen.tls]` and `[backend.tls]` (the `tls` table of a `[region]` backend too),
+//! compiled: which files the TCP listeners serve TLS with, and which a Redis client verifies
+//! and presents. The files are read here too, so a missing, unreadable or malformed PEM file (or a key that does not fit its
 //! certificate) is a config error naming the field and the file, at start, on reload and in
 //! `--check-config` alike; the error never quotes the file.
 
 use std::path::PathBuf;
 
-use sluice_tls::ServerFiles;
+use sluice_store::RedisTls;
+use sluice_tls::{ClientFiles, ServerFiles};
 
 use super::error::FieldError;
-use super::schema::ListenTlsConfig;
+use super::schema::{BackendTlsConfig, ListenTlsConfig};
 
 /// `[listen.tls]` of a config that sets a certificate.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -76,4 +78,41 @@ pub(crate) fn compile_listen_tls(
 /// A PEM file's error as a config error of its field.
 pub(crate) fn pem_error(err: sluice_tls::PemError) -> FieldError {
     FieldError::new(err.field, format!("{}: {}", err.path.display(), err.why))
+}
+
+/// The TLS of a Redis backend (`section` = `backend.tls`, `region.peers[0].tls`, …): `None`
+/// when off, that is without `enabled` and without a `rediss://` address (`any_rediss`). Files
+/// set while TLS is off are an error: they would silently not be used.
+pub(crate) fn compile_backend_tls(
+    section: &str,
+    config: &BackendTlsConfig,
+    any_rediss: bool,
+    errors: &mut Vec<FieldError>,
+) -> Option<RedisTls> {
+    let files = ClientFiles {
+        ca_file: path(&config.ca_file),
+        cert_file: path(&config.cert_file),
+        key_file: path(&config.key_file),
+    };
+    let server_name = (!config.server_name.is_empty()).then(|| config.server_name.clone());
+    if !config.enabled && !any_rediss {
+        let set = [
+            ("ca_file", files.ca_file.is_some()),
+            ("cert_file", files.cert_file.is_some()),
+            ("key_file", files.key_file.is_some()),
+            ("server_name", server_name.is_some()),
+        ];
+        for (name, _) in set.iter().filter(|(_, set)| *set) {
+            errors.push(FieldError::new(
+                format!("{section}.{name}"),
+                format!("set, but TLS is off: use a rediss:// URL or {section}.enabled = true"),
+            ));
+        }
+        return None;
+    }
+    if let Err(err) = sluice_tls::client_config(section, &files) {
+        errors.push(pem_error(err));
+        return None;
+    }
+    Some(RedisTls { files, server_name })
 }
