@@ -275,6 +275,8 @@ async fn run(
                 _ = hangup.recv() => {
                     reload_app.reload(&source);
                     watch.reloaded();
+                    // A rotated client certificate or CA of [backend.tls].
+                    reload_app.limiter.store().reload_tls();
                     if let Some(tls) = &listener_tls {
                         tls.reload_logged();
                         tls_watch.reloaded();

@@ -156,3 +156,40 @@ fn check_config_names_an_unreadable_backend_tls_file_and_tls_files_without_tls()
         "{stderr}"
     );
 }
+
+#[tokio::test]
+async fn a_client_certificate_swapped_on_disk_is_used_after_sighup() {
+    let certs = Certs::new();
+    let server = RedisServer::start_tls(&certs);
+    // The daemon starts with a client certificate Redis does not trust.
+    let dir = tempfile::tempdir().unwrap();
+    let served = Pair {
+        cert: dir.path().join("client.crt"),
+        key: dir.path().join("client.key"),
+    };
+    std::fs::copy(&certs.other_client.cert, &served.cert).unwrap();
+    std::fs::copy(&certs.other_client.key, &served.key).unwrap();
+    let daemon = Daemon::start(&backend(&server, &certs.ca_file, Some(&served)), "closed");
+    let client = daemon.client();
+    assert_eq!(readyz(&client).await, 503);
+
+    // Renewed (a certificate of the CA Redis trusts) and SIGHUP: the next connection presents
+    // it, well before the rebuild that persistent failures trigger would (fewer calls).
+    std::fs::copy(&certs.client.cert, &served.cert).unwrap();
+    std::fs::copy(&certs.client.key, &served.key).unwrap();
+    common::signal(&daemon.child, "HUP");
+    let started = std::time::Instant::now();
+    while readyz(&client).await != 200 {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(20),
+            "not ready after SIGHUP:\n{}",
+            daemon.log()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    assert!(
+        daemon.log().contains("TLS files are read again"),
+        "{}",
+        daemon.log()
+    );
+}

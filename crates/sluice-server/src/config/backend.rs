@@ -68,6 +68,15 @@ impl BackendSettings {
         }
     }
 
+    /// The TLS of a Redis backend, when on.
+    pub fn tls(&self) -> Option<sluice_store::RedisTls> {
+        match self {
+            BackendSettings::Memory(_) => None,
+            BackendSettings::Redis(config) => config.effective_tls(),
+            BackendSettings::Cluster(config) => config.effective_tls(),
+        }
+    }
+
     /// Where the counters live, with any credentials redacted (for logs).
     pub fn address(&self) -> String {
         match self {
