@@ -6,48 +6,38 @@
 
 use std::error::Error;
 
-use sluice_tls::{ClientFiles, PemError, Reason};
+use sluice_tls::{PemError, Reason};
 
-/// The TLS of a Redis backend. Certificates are always verified.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct RedisTls {
-    /// The CA bundle (`None`: the system's roots) and the client certificate, if any.
-    pub files: ClientFiles,
-    /// The name verified and sent as SNI; `None`: the host of the URL.
-    pub server_name: Option<String>,
+use crate::RedisTls;
+
+/// The rustls config of `tls` (the cluster client and its redirections), errors naming
+/// `backend.tls.*`.
+pub(crate) fn client_config(tls: &RedisTls) -> Result<rustls::ClientConfig, PemError> {
+    sluice_tls::install_default_provider();
+    sluice_tls::client_config("backend.tls", &tls.files)
 }
 
-impl RedisTls {
-    /// The rustls config (the cluster client and its redirections), errors naming
-    /// `backend.tls.*`.
-    pub fn client_config(&self) -> Result<rustls::ClientConfig, PemError> {
-        sluice_tls::install_default_provider();
-        sluice_tls::client_config("backend.tls", &self.files)
-    }
-
-    /// The files as the `redis` crate takes them (PEM bytes), checked first.
-    pub fn redis_certificates(&self) -> Result<::redis::TlsCertificates, PemError> {
-        self.client_config()?;
-        let read = |field: &str, path: &std::path::Path| {
-            std::fs::read(path)
-                .map_err(|err| PemError::new(field, path, format!("cannot read: {err}")))
-        };
-        let root_cert = match &self.files.ca_file {
-            Some(path) => Some(read("backend.tls.ca_file", path)?),
-            None => None,
-        };
-        let client_tls = match (&self.files.cert_file, &self.files.key_file) {
-            (Some(cert), Some(key)) => Some(::redis::ClientTlsConfig {
-                client_cert: read("backend.tls.cert_file", cert)?,
-                client_key: read("backend.tls.key_file", key)?,
-            }),
-            _ => None,
-        };
-        Ok(::redis::TlsCertificates {
-            client_tls,
-            root_cert,
-        })
-    }
+/// The files of `tls` as the `redis` crate takes them (PEM bytes), checked first.
+pub(crate) fn redis_certificates(tls: &RedisTls) -> Result<::redis::TlsCertificates, PemError> {
+    client_config(tls)?;
+    let read = |field: &str, path: &std::path::Path| {
+        std::fs::read(path).map_err(|err| PemError::new(field, path, format!("cannot read: {err}")))
+    };
+    let root_cert = match &tls.files.ca_file {
+        Some(path) => Some(read("backend.tls.ca_file", path)?),
+        None => None,
+    };
+    let client_tls = match (&tls.files.cert_file, &tls.files.key_file) {
+        (Some(cert), Some(key)) => Some(::redis::ClientTlsConfig {
+            client_cert: read("backend.tls.cert_file", cert)?,
+            client_key: read("backend.tls.key_file", key)?,
+        }),
+        _ => None,
+    };
+    Ok(::redis::TlsCertificates {
+        client_tls,
+        root_cert,
+    })
 }
 
 /// What a failed connection to `address` (redacted) means, when TLS explains it: the

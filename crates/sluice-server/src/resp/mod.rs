@@ -28,11 +28,11 @@ mod properties;
 
 use tokio::io::{AsyncRead, AsyncWrite};
 
-use crate::config::ConnectionSettings;
 use crate::server::accept::ServeConnection;
 use crate::server::linger::Lingering;
 use crate::server::stop::Stop;
 use crate::service::app::App;
+use sluice_config::ConnectionSettings;
 
 /// The answer past `listen.max_connections`, as Redis words it; then the connection closes.
 pub const OVERLOADED: &[u8] = b"-ERR max number of clients reached\r\n";

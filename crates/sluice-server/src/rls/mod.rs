@@ -3,7 +3,7 @@
 //! (over TCP or a Unix socket) with any of the six algorithms.
 //!
 //! A request's `domain` and each descriptor's entry keys pick a `[[rls.descriptors]]` rule
-//! ([`Rules`](crate::service::rls_rules::Rules)); its key template over the entry values gives the sluice key. Decisions go
+//! ([`Rules`](sluice_config::rls_rules::Rules)); its key template over the entry values gives the sluice key. Decisions go
 //! through the [`Limiter`](crate::service::limiter::Limiter) like every HTTP check, so metrics, traces,
 //! shadow mode and fail modes apply unchanged. See [`service`] for the mapping of answers.
 

@@ -30,7 +30,7 @@ use tokio::net::TcpListener;
 pub use self::gate::{ConnectionGate, ConnectionPermit, HTTP_OVERLOADED};
 pub use self::stop::Stop;
 pub use self::unix::{BoundUnix, bind_unix};
-use crate::config::ConnectionSettings;
+use sluice_config::ConnectionSettings;
 
 /// Every listener the daemon serves, bound (or handed over) by the caller.
 #[derive(Debug, Default)]

@@ -35,8 +35,9 @@ use super::redirect::{self, Redirects};
 use super::runner::{Lane, ScriptRunner};
 use super::script_store::ScriptStore;
 use super::scripts::Script;
-use crate::config::{ClusterStoreConfig, ConfigError, check_common, credentials, parse_node};
 use crate::{StoreError, StoreKind};
+use sluice_config::backend::ClusterStoreConfig;
+use sluice_config::backend::stores::{ConfigError, check_common, credentials, parse_node};
 
 /// Rate-limit state in a Redis Cluster.
 pub type ClusterStore = ScriptStore<Cluster>;
@@ -81,7 +82,7 @@ impl ClusterStore {
             password.as_deref(),
             config.connect_timeout,
             tls.as_ref()
-                .map(|tls| tls.redis_certificates())
+                .map(crate::tls::redis_certificates)
                 .transpose()?,
         );
         let fred_tls = match &tls {
@@ -172,7 +173,7 @@ fn fred_tls(tls: &crate::RedisTls) -> Result<fred::types::config::TlsConfig, Con
         None => TlsHostMapping::None,
     };
     Ok(TlsConfig {
-        connector: TlsConnector::from(tls.client_config()?),
+        connector: TlsConnector::from(crate::tls::client_config(tls)?),
         hostnames,
     })
 }

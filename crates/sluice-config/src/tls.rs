@@ -6,9 +6,9 @@
 
 use std::path::PathBuf;
 
-use sluice_store::RedisTls;
 use sluice_tls::{ClientFiles, ServerFiles};
 
+use super::backend::stores::RedisTls;
 use super::error::FieldError;
 use super::schema::{BackendTlsConfig, ListenTlsConfig};
 

@@ -1,6 +1,15 @@
-//! Configuration of the Redis backends.
+//! Configuration of the backends: process memory, one Redis server, a Redis Cluster, each with
+//! the checks the store makes before it connects.
 
 use std::time::Duration;
+
+use super::grace::CLOCK_MARGIN;
+
+/// Whether the Redis client parses a URL, with the client's reason when it does not. Only the
+/// client knows its URL syntax, and this crate links none: sluice-store hands in its client's
+/// parse (`sluice_store::parse_redis_url`), the daemon's config compile passes it on, and a
+/// tool that never connects passes none (the URL is then not checked).
+pub type UrlCheck = fn(&str) -> Result<(), String>;
 
 /// A backend configuration that cannot work.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -24,6 +33,16 @@ pub enum ConfigError {
     Tls(String),
 }
 
+/// The TLS of a Redis backend (`rediss://`, `[backend.tls]`). Certificates are always
+/// verified.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct RedisTls {
+    /// The CA bundle (`None`: the system's roots) and the client certificate, if any.
+    pub files: sluice_tls::ClientFiles,
+    /// The name verified and sent as SNI; `None`: the host of the URL.
+    pub server_name: Option<String>,
+}
+
 impl From<sluice_tls::PemError> for ConfigError {
     fn from(err: sluice_tls::PemError) -> ConfigError {
         ConfigError::Tls(err.to_string())
@@ -36,6 +55,29 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(50);
 pub const DEFAULT_MAX_IN_FLIGHT: usize = 4096;
 /// Default time allowed to open one TCP connection.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// Sizing of a memory store (`backend.kind = "memory"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemoryStoreConfig {
+    /// Most keys tracked at once (`backend.max_keys`).
+    pub max_keys: u64,
+    /// Number of independently locked shards; rounded up to a power of two.
+    pub shards: usize,
+    /// How long a key is kept past its state's expiry, by housekeeping and by eviction alike,
+    /// for a check stamped before that expiry that reaches its shard after it (see
+    /// [`super::expiry_grace`]). Default [`CLOCK_MARGIN`].
+    pub grace: Duration,
+}
+
+impl Default for MemoryStoreConfig {
+    fn default() -> Self {
+        MemoryStoreConfig {
+            max_keys: 1_000_000,
+            shards: 64,
+            grace: CLOCK_MARGIN,
+        }
+    }
+}
 
 /// A single Redis server (`backend.kind = "redis"`).
 ///
@@ -59,7 +101,7 @@ pub struct RedisStoreConfig {
     pub connect_timeout: Duration,
     /// Most concurrent calls; more are refused with `Unavailable`. Default 4096.
     pub max_in_flight: usize,
-    /// Added to every key's TTL on top of the [`expiry_grace`](crate::expiry_grace) of
+    /// Added to every key's TTL on top of the [`expiry_grace`](super::expiry_grace) of
     /// `timeout` every key keeps anyway. Default 0. Keeping a key longer never changes a
     /// decision (an expired state decides as a fresh one); it only costs memory. Tests
     /// replaying synthetic time use it.
@@ -70,7 +112,7 @@ pub struct RedisStoreConfig {
     pub tcp_nodelay: bool,
     /// `[backend.tls]`: set = TLS (a `rediss://` URL turns it on with the defaults: the
     /// system's roots, no client certificate). Default none.
-    pub tls: Option<crate::RedisTls>,
+    pub tls: Option<RedisTls>,
 }
 
 impl Default for RedisStoreConfig {
@@ -109,13 +151,13 @@ pub struct ClusterStoreConfig {
     pub connect_timeout: Duration,
     /// Most concurrent calls; more are refused with `Unavailable`. Default 4096.
     pub max_in_flight: usize,
-    /// Added to every key's TTL on top of the [`expiry_grace`](crate::expiry_grace) of
+    /// Added to every key's TTL on top of the [`expiry_grace`](super::expiry_grace) of
     /// `timeout` every key keeps anyway. Default 0. Keeping a key longer never changes a
     /// decision (an expired state decides as a fresh one); it only costs memory. Tests
     /// replaying synthetic time use it.
     pub ttl_grace: Duration,
     /// `[backend.tls]`, for every node and redirection (`rediss://` nodes turn it on).
-    pub tls: Option<crate::RedisTls>,
+    pub tls: Option<RedisTls>,
 }
 
 impl Default for ClusterStoreConfig {
@@ -134,59 +176,59 @@ impl Default for ClusterStoreConfig {
 
 impl RedisStoreConfig {
     /// The TLS this store connects with: `tls`, or the defaults when the URL is `rediss://`.
-    pub fn effective_tls(&self) -> Option<crate::RedisTls> {
-        self.tls.clone().or_else(|| {
-            self.url
-                .starts_with("rediss://")
-                .then(crate::RedisTls::default)
-        })
+    pub fn effective_tls(&self) -> Option<RedisTls> {
+        self.tls
+            .clone()
+            .or_else(|| self.url.starts_with("rediss://").then(RedisTls::default))
     }
 
     /// The URL the client opens: `rediss://` whenever TLS is on.
-    pub(crate) fn client_url(&self) -> String {
+    pub fn client_url(&self) -> String {
         match self.url.strip_prefix("redis://") {
             Some(rest) if self.tls.is_some() => format!("rediss://{rest}"),
             _ => self.url.clone(),
         }
     }
 
-    /// Every check [`RedisStore::new`](crate::RedisStore::new) makes, without connecting: the
-    /// daemon's config compile calls it, so what it accepts the store accepts.
-    pub fn validate(&self) -> Result<(), ConfigError> {
+    /// Every check the Redis store makes before it connects, the URL's by `url` (the client's
+    /// parse; `None`: not checked): the store passes its client's, and so does the daemon's
+    /// config compile, so what the compile accepts the store accepts.
+    pub fn validate(&self, url: Option<UrlCheck>) -> Result<(), ConfigError> {
         check_common(&self.prefix, self.timeout, self.max_in_flight)?;
-        let info = redis::IntoConnectionInfo::into_connection_info(self.client_url().as_str())
-            .map_err(|e| ConfigError::InvalidUrl {
-                url: redact_url(&self.url),
-                reason: redact_text(&e.to_string(), &self.url),
-            })?;
         if let Some(tls) = self.effective_tls() {
-            tls.client_config()?;
+            sluice_tls::client_config("backend.tls", &tls.files)?;
             // The `redis` client verifies the URL's host and offers no other name.
-            if let (Some(name), redis::ConnectionAddr::TcpTls { host, .. }) =
-                (&tls.server_name, info.addr())
-                && name != host
+            if let (Some(name), Ok((host, _))) = (&tls.server_name, parse_node(&self.url))
+                && *name != host
             {
                 return Err(ConfigError::Tls(format!(
                     "backend.tls.server_name: {name:?} differs from the URL's host {host:?}; with kind = \"redis\" the name verified is the URL's host (name the server by its certificate's name in the URL)"
                 )));
             }
         }
-        Ok(())
+        let Some(parse) = url else {
+            return Ok(());
+        };
+        parse(&self.client_url()).map_err(|reason| ConfigError::InvalidUrl {
+            url: redact_url(&self.url),
+            reason: redact_text(&reason, &self.url),
+        })
     }
 }
 
 impl ClusterStoreConfig {
     /// The TLS of every node connection: `tls`, or the defaults when a node is `rediss://`.
-    pub fn effective_tls(&self) -> Option<crate::RedisTls> {
+    pub fn effective_tls(&self) -> Option<RedisTls> {
         self.tls.clone().or_else(|| {
             self.nodes
                 .iter()
                 .any(|node| node.starts_with("rediss://"))
-                .then(crate::RedisTls::default)
+                .then(RedisTls::default)
         })
     }
 
-    /// Every check [`ClusterStore::new`](crate::ClusterStore::new) makes, without connecting.
+    /// Every check the cluster store makes before it connects (the node syntax is this
+    /// crate's own: [`parse_node`]).
     pub fn validate(&self) -> Result<(), ConfigError> {
         check_common(&self.prefix, self.timeout, self.max_in_flight)?;
         if self.nodes.is_empty() {
@@ -196,7 +238,7 @@ impl ClusterStoreConfig {
             parse_node(node)?;
         }
         if let Some(tls) = self.effective_tls() {
-            tls.client_config()?;
+            sluice_tls::client_config("backend.tls", &tls.files)?;
         }
         Ok(())
     }
@@ -239,7 +281,9 @@ fn redact_text(text: &str, url: &str) -> String {
     text
 }
 
-pub(crate) fn check_common(
+/// The bounds every Redis store checks: a prefix that leaves the hash tag alone, a timeout and
+/// an in-flight bound above zero.
+pub fn check_common(
     prefix: &str,
     timeout: Duration,
     max_in_flight: usize,
@@ -257,7 +301,7 @@ pub(crate) fn check_common(
 }
 
 /// `redis://[user:password@]host:port` → `(user, password)`, if any.
-pub(crate) fn credentials(url: &str) -> Option<(Option<String>, String)> {
+pub fn credentials(url: &str) -> Option<(Option<String>, String)> {
     let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
     let (userinfo, _) = rest.split('/').next()?.rsplit_once('@')?;
     match userinfo.split_once(':') {
@@ -270,7 +314,7 @@ pub(crate) fn credentials(url: &str) -> Option<(Option<String>, String)> {
 }
 
 /// `redis://host:port` (or `host:port`) → `(host, port)`; the port defaults to 6379.
-pub(crate) fn parse_node(url: &str) -> Result<(String, u16), ConfigError> {
+pub fn parse_node(url: &str) -> Result<(String, u16), ConfigError> {
     let invalid = |reason: &str| ConfigError::InvalidUrl {
         url: redact_url(url),
         reason: reason.to_owned(),
@@ -294,7 +338,7 @@ pub(crate) fn parse_node(url: &str) -> Result<(String, u16), ConfigError> {
 }
 
 /// Whether `prefix` can start a key without disturbing the hash tag that follows it
-/// (`{prefix}:{<policy>:<key>}:<suffix>`, see [`crate::keys`]).
+/// (`{prefix}:{<policy>:<key>}:<suffix>`, see `sluice_store::keys`).
 fn valid_prefix(prefix: &str) -> bool {
     !prefix.is_empty() && !prefix.contains(['{', '}'])
 }
@@ -314,13 +358,18 @@ mod tests {
         assert_eq!(redact_url("u:pw@h:1"), "***@h:1");
     }
 
+    /// A client refusing every URL with a reason that quotes it, as a client's message may.
+    fn quoting(url: &str) -> Result<(), String> {
+        Err(format!("cannot parse {url}"))
+    }
+
     #[test]
     fn a_bad_url_is_refused_without_its_password() {
         let err = RedisStoreConfig {
             url: "redis://:hunter22@host:notaport/0".into(),
             ..RedisStoreConfig::default()
         }
-        .validate()
+        .validate(Some(quoting))
         .unwrap_err();
         assert!(matches!(err, ConfigError::InvalidUrl { .. }), "{err}");
         assert!(!err.to_string().contains("hunter22"), "{err}");
