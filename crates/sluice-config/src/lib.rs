@@ -4,7 +4,8 @@
 //!
 //! - [`schema`]: the TOML tree as written (every key a string or number, defaults filled in);
 //! - [`load`](mod@load): where it comes from (defaults, the file, `SLUICE_` env vars, through
-//!   figment);
+//!   figment); `env` reads the variables, reaching policies and tiers whose names have
+//!   capitals, `.` or `-`;
 //! - [`compile()`]: the one step that turns it into [`Settings`] or reports every problem at
 //!   once, each naming its field; [`region`] is its `[region]` part, [`backend`] its
 //!   `[backend]` part (and the stores' own configurations, which sluice-store builds on),
@@ -23,6 +24,7 @@
 pub mod backend;
 mod compile;
 pub mod compiled;
+mod env;
 pub mod error;
 mod extract;
 pub mod forward_auth;
@@ -46,6 +48,6 @@ pub use region::RegionSettings;
 pub use schema::{
     AdminConfig, BUILTIN_NAME, BUILTIN_TOML, BackendConfig, Config, ForwardAuthConfig,
     ListenConfig, ListenTlsConfig, PolicyConfig, RegionConfig, RemoteConfig, RlsConfig,
-    RlsDescriptorConfig, TelemetryConfig, TierConfig, default_socket_path,
+    RlsDescriptorConfig, TelemetryConfig, TierConfig, default_socket_path, json_schema,
 };
 pub use tls::ListenTls;

@@ -9,6 +9,7 @@ use figment::providers::{Env, Format, Serialized, Toml};
 
 use super::backend::UrlCheck;
 use super::compile::{Settings, compile};
+use super::env::EnvOverlay;
 use super::error::{ConfigError, FieldError};
 use super::extract::extract;
 use super::schema::{BUILTIN_NAME, BUILTIN_TOML, Config};
@@ -62,7 +63,7 @@ pub(crate) fn load_with<T>(
 ) -> Result<(Settings, T), ConfigError> {
     let name = source.name();
     let base = Figment::from(Serialized::defaults(Config::default()));
-    let figment = match source {
+    let below = match source {
         ConfigSource::Builtin => base.merge(Toml::string(BUILTIN_TOML)),
         ConfigSource::File(path) => {
             if let Err(err) = std::fs::metadata(path) {
@@ -73,8 +74,12 @@ pub(crate) fn load_with<T>(
             base.merge(Toml::file_exact(path))
         }
         ConfigSource::Text { toml, .. } => base.merge(Toml::string(toml)),
-    }
-    .merge(env);
+    };
+    // The variables reach the policies and tiers of the layers below by name (see env.rs).
+    let names = EnvOverlay::names_of(below.find_value("policies").ok().as_ref());
+    let overlay = EnvOverlay::new(env, names);
+    let set_by_env = overlay.fields();
+    let figment = below.merge(overlay);
     let extracted = extract(&figment).map_err(|err| from_figment(*err, &name))?;
     let errors: Vec<FieldError> = match (
         compile(&extracted.config, redis_url),
@@ -98,14 +103,17 @@ pub(crate) fn load_with<T>(
         .problems
         .into_iter()
         .chain(errors)
-        .map(|error| (source_of(&figment, &error.field, &name), error))
+        .map(|error| (source_of(&set_by_env, &error.field, &name), error))
         .collect();
     Err(ConfigError { problems })
 }
 
 /// `SLUICE_SECTION__KEY=value`, limited to the config's own sections.
 pub fn env_provider() -> Env {
-    Env::prefixed("SLUICE_").split("__").filter(is_config_key)
+    // Not split at `__` here: EnvOverlay splits, and resolves policy and tier names.
+    Env::prefixed("SLUICE_")
+        .lowercase(false)
+        .filter(is_config_key)
 }
 
 fn is_config_key(key: &figment::value::UncasedStr) -> bool {
@@ -119,17 +127,17 @@ fn is_config_key(key: &figment::value::UncasedStr) -> bool {
     })
 }
 
-/// The provider that set `field`: the env var when it came from the environment, else the file.
-fn source_of(figment: &Figment, field: &str, file: &str) -> String {
-    match figment.find_metadata(field) {
-        Some(meta) if meta.name.contains("environment") => {
-            format!(
-                "env SLUICE_{}",
-                field.replace('.', "__").to_ascii_uppercase()
-            )
-        }
-        _ => file.to_owned(),
-    }
+/// What set `field`: the env var that set it or a table above it, else the file. (figment's
+/// own metadata cannot tell: a policy name may hold a `.`, which it reads as a level.)
+fn source_of(set_by_env: &[(String, String)], field: &str, file: &str) -> String {
+    set_by_env
+        .iter()
+        .find(|(path, _)| {
+            field == path
+                || field.starts_with(&format!("{path}."))
+                || path.starts_with(&format!("{field}."))
+        })
+        .map_or_else(|| file.to_owned(), |(_, var)| format!("env {var}"))
 }
 
 fn from_figment(err: figment::Error, file: &str) -> ConfigError {

@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::backend::replication::DEFAULT_MAX_PENDING;
@@ -12,11 +13,43 @@ use crate::backend::replication::DEFAULT_MAX_PENDING;
 /// The policies compiled into the binary: what `sluiced` serves with no `--config`.
 pub const BUILTIN_TOML: &str = include_str!("../../../examples/sluice.toml");
 
+/// A duration as the compile reads it: an integer and a unit (`50ms`, `60s`, `5m`, `1h`, `1d`).
+const DURATION_PATTERN: &str = "^[0-9]+(ms|s|m|h|d)$";
+
+/// The algorithms' names, as `sluice_core::Algorithm` spells them (a test holds the two equal).
+const ALGORITHMS: [&str; 6] = [
+    "fixed_window",
+    "sliding_window_log",
+    "sliding_window_counter",
+    "token_bucket",
+    "leaky_bucket",
+    "gcra",
+];
+
+/// The JSON Schema (draft 2020-12) of the config file, from the types below: every key, its
+/// type, default and meaning; unknown keys refused. `sluiced --print-config-schema` prints it.
+pub fn json_schema() -> serde_json::Value {
+    let mut schema = serde_json::to_value(schemars::schema_for!(Config)).unwrap_or_default();
+    // A section's default would repeat every key's default as one object, `listen.unix` from
+    // the environment included; each key carries its own, fixed one.
+    if let Some(sections) = schema
+        .get_mut("properties")
+        .and_then(serde_json::Value::as_object_mut)
+    {
+        for section in sections.values_mut() {
+            if let Some(section) = section.as_object_mut() {
+                section.remove("default");
+            }
+        }
+    }
+    schema
+}
+
 /// The name errors give to the built-in file.
 pub const BUILTIN_NAME: &str = "<built-in examples/sluice.toml>";
 
 /// The whole configuration file.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
     pub listen: ListenConfig,
@@ -33,13 +66,17 @@ pub struct Config {
 }
 
 /// `[listen]`: where the daemon accepts connections.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct ListenConfig {
-    /// Unix socket path; "" disables.
+    /// Unix socket path; "" disables. Default `$SLUICE_SOCKET`, else `/tmp/sluiced.sock`.
+    // The schema names the fixed default: it must not change with the environment it is
+    // printed in.
+    #[schemars(extend("default" = "/tmp/sluiced.sock"))]
     pub unix: String,
     /// Octal file mode of the socket.
     #[serde(deserialize_with = "string_or_integer")]
+    #[schemars(schema_with = "string_or_integer_schema")]
     pub unix_mode: String,
     /// TCP address of the HTTP API; "" disables.
     pub http: String,
@@ -50,10 +87,13 @@ pub struct ListenConfig {
     /// RESP (Redis protocol) listener: `host:port`, or `unix:PATH` for a Unix socket; "" = off.
     pub resp: String,
     /// SIGTERM: how long in-flight work may finish before what is left is dropped.
+    #[schemars(pattern(DURATION_PATTERN))]
     pub shutdown_timeout: String,
     /// A connection without a whole request head by then is closed.
+    #[schemars(pattern(DURATION_PATTERN))]
     pub header_timeout: String,
     /// An idle keep-alive connection is closed after this.
+    #[schemars(pattern(DURATION_PATTERN))]
     pub idle_timeout: String,
     /// Open connections over every listener; capped below the fd limit at start.
     pub max_connections: u64,
@@ -62,7 +102,7 @@ pub struct ListenConfig {
 }
 
 /// `[listen.tls]`: a certificate set makes the TCP listeners (http, grpc, resp) TLS only.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct ListenTlsConfig {
     /// PEM certificate chain; "" = plain TCP.
@@ -103,17 +143,26 @@ pub fn default_socket_path() -> String {
 }
 
 /// `[backend]`: where counters live.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct BackendConfig {
+    /// Where counters live: in process memory, or a Redis server, or a Redis Cluster.
+    #[schemars(extend("enum" = ["memory", "redis", "cluster"]))]
     pub kind: String,
+    /// redis: `redis://[:password@]host:port[/db]`.
     pub url: String,
+    /// cluster: seed nodes; one reachable node is enough.
     pub nodes: Vec<String>,
+    /// Bound on each backend call; past it the call counts as failed.
+    #[schemars(pattern(DURATION_PATTERN))]
     pub timeout: String,
     /// How long sluiced waits for its backend before it serves (and the bound on opening one
     /// connection); past it the daemon serves anyway, by each policy's fail mode.
+    #[schemars(pattern(DURATION_PATTERN))]
     pub connect_timeout: String,
+    /// Prefix of every Redis key.
     pub prefix: String,
+    /// memory: the most keys tracked.
     pub max_keys: u64,
     /// `[backend.tls]`: TLS to Redis.
     pub tls: BackendTlsConfig,
@@ -121,7 +170,7 @@ pub struct BackendConfig {
 
 /// `[backend.tls]` (and the `tls` table of a `[region]` backend): TLS to Redis. A `rediss://`
 /// URL turns it on; `enabled = true` also for `redis://` URLs. Always verified.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct BackendTlsConfig {
     pub enabled: bool,
@@ -151,11 +200,16 @@ impl Default for BackendConfig {
 }
 
 /// `[telemetry]`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct TelemetryConfig {
+    /// OTLP/gRPC collector for traces; "" uses `OTEL_EXPORTER_OTLP_ENDPOINT` when set.
     pub otlp_endpoint: String,
+    /// Share of new traces sampled, 0 to 1.
+    #[schemars(range(min = 0.0, max = 1.0))]
     pub sample_ratio: f64,
+    /// Log lines as text or JSON (`RUST_LOG` filters).
+    #[schemars(extend("enum" = ["text", "json"]))]
     pub log_format: String,
 }
 
@@ -170,16 +224,17 @@ impl Default for TelemetryConfig {
 }
 
 /// `[admin]`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct AdminConfig {
+    /// Bearer token of the admin API; "" = no admin API. `SLUICE_ADMIN__TOKEN` sets it.
     pub token: String,
 }
 
 /// `[forward_auth]`: which headers of a forward-auth request name the caller. Only what the
 /// proxy writes may: an identity header only when named here, and the `X-Forwarded-For`
 /// entry the nearest `trusted_hops` proxies appended.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct ForwardAuthConfig {
     /// The header the proxy sets to the authenticated caller (key `user:<value>`); "" = none.
@@ -198,9 +253,10 @@ impl Default for ForwardAuthConfig {
 }
 
 /// `[rls]`: the Envoy rate-limit service (`listen.grpc`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct RlsConfig {
+    /// Envoy descriptors to policies.
     pub descriptors: Vec<RlsDescriptorConfig>,
 }
 
@@ -208,43 +264,59 @@ pub struct RlsConfig {
 /// order) is checked against `policy` under the key `key`, a template over the entry values
 /// (`"ip:{remote_address}"`). Every field is required; missing ones are reported by
 /// [`compile`](super::compile()).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct RlsDescriptorConfig {
+    /// The ratelimit filter's `domain`.
     pub domain: String,
+    /// The descriptor's entry keys, exactly and in order.
     pub keys: Vec<String>,
+    /// A configured policy.
     pub policy: String,
+    /// The sluice key: `{name}` is the value of entry `name`, one of `keys`.
     pub key: String,
 }
 
 /// `[policies.NAME]`. Required keys are options so that a missing one is reported together
 /// with every other error instead of stopping deserialization.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct PolicyConfig {
+    /// Required: how the limit is counted.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("enum" = ALGORITHMS))]
     pub algorithm: Option<String>,
+    /// Required: requests per window (buckets: refilled `limit` per `window`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub limit: Option<u64>,
+    /// Required: `<integer><ms|s|m|h|d>`, at least 1 ms; windows are aligned to unix time.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(pattern(DURATION_PATTERN))]
     pub window: Option<String>,
     /// Defaults to `limit`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub burst: Option<u64>,
+    /// On backend failure: `open` allows (marked degraded), `closed` answers 503.
+    #[schemars(extend("enum" = ["open", "closed"]))]
     pub fail: String,
+    /// Decide and record, never deny.
     pub shadow: bool,
+    /// Plans with their own limit: `{ pro = { limit = 1000, burst = 2000 } }`.
     pub tiers: BTreeMap<String, TierConfig>,
     /// Values of the `endpoint` metrics label recorded as themselves; others are `other`.
     pub endpoints: Vec<String>,
     /// `local` (default) | `global` | `replicated`.
+    #[schemars(extend("enum" = ["local", "global", "replicated"]))]
     pub scope: String,
     /// `replicated`: consumption reaches every peer at least this often. Default 100ms.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(pattern(DURATION_PATTERN))]
     pub sync_interval: Option<String>,
     /// `replicated`: admitted may exceed the limit by at most this fraction. Default 0.05.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub overshoot_budget: Option<f64>,
     /// `auto` (default): leases and the denied cache on the Redis backends; `off`: neither.
+    #[schemars(extend("enum" = ["auto", "off"]))]
     pub lease: String,
     /// `[policies.NAME.candidate]`: limits judged beside the policy's, never enforced.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -277,23 +349,26 @@ impl Default for PolicyConfig {
 /// answer the caller gets never changes. `window` and `algorithm` default to the policy's and
 /// are the defaults of the tiers' candidates too; `burst` defaults to the candidate's own
 /// limit.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct CandidateConfig {
     /// The candidate of tier `none`; without it only the tiers in `tiers` have one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub limit: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(pattern(DURATION_PATTERN))]
     pub window: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub burst: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("enum" = ALGORITHMS))]
     pub algorithm: Option<String>,
+    /// The candidates of the policy's tiers.
     pub tiers: BTreeMap<String, CandidateTierConfig>,
 }
 
 /// `[policies.NAME.candidate.tiers.TIER]`: the candidate of one of the policy's tiers.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct CandidateTierConfig {
     /// Required.
@@ -301,17 +376,19 @@ pub struct CandidateTierConfig {
     pub limit: Option<u64>,
     /// Defaults to the candidate's `window`, then the policy's.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(pattern(DURATION_PATTERN))]
     pub window: Option<String>,
     /// Defaults to this candidate's limit.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub burst: Option<u64>,
     /// Defaults to the candidate's `algorithm`, then the policy's.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("enum" = ALGORITHMS))]
     pub algorithm: Option<String>,
 }
 
 /// `[policies.NAME.tiers.TIER]`: overrides of the policy's limit for one plan.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct TierConfig {
     /// Defaults to the policy's limit.
@@ -326,7 +403,7 @@ pub struct TierConfig {
 pub const DEFAULT_REMOTE_TIMEOUT: &str = "1s";
 
 /// `[region]`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct RegionConfig {
     /// This daemon's region; "" = single region.
@@ -353,15 +430,21 @@ impl Default for RegionConfig {
 
 /// A backend in another place: `{ name = "…", kind = "redis", url = "…" }` (name for peers
 /// only; `kind = "cluster"` takes `nodes`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct RemoteConfig {
+    /// The peer region's name (peers only).
     pub name: String,
+    /// `redis` (with `url`) or `cluster` (with `nodes`).
+    #[schemars(extend("enum" = ["redis", "cluster"]))]
     pub kind: String,
+    /// redis: `redis://[:password@]host:port[/db]`.
     pub url: String,
+    /// cluster: seed nodes.
     pub nodes: Vec<String>,
     /// Bound on one call. Default 1s (a check on the global backend waits this long at most;
     /// a delivery to a peer never delays a check).
+    #[schemars(pattern(DURATION_PATTERN))]
     pub timeout: String,
     /// TLS to this backend, as `[backend.tls]`.
     pub tls: BackendTlsConfig,
@@ -380,6 +463,14 @@ impl Default for RemoteConfig {
     }
 }
 
+/// `listen.unix_mode` in the schema: the octal digits as text, or as a number (an env var).
+fn string_or_integer_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": ["string", "integer"],
+        "pattern": "^[0-7]{3,4}$"
+    })
+}
+
 /// An env var such as `SLUICE_LISTEN__UNIX_MODE=0660` arrives as a number; keep its digits.
 fn string_or_integer<'de, D: Deserializer<'de>>(deserializer: D) -> Result<String, D::Error> {
     #[derive(Deserialize)]
@@ -392,4 +483,32 @@ fn string_or_integer<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Strin
         Either::Text(text) => text,
         Either::Number(number) => format!("{number:04}"),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_schema_names_the_algorithms_the_core_has() {
+        let core: Vec<&str> = sluice_core::Algorithm::ALL
+            .iter()
+            .map(|a| a.as_str())
+            .collect();
+        assert_eq!(ALGORITHMS.to_vec(), core);
+    }
+
+    #[test]
+    fn the_schema_is_draft_2020_12_and_closed_to_unknown_keys() {
+        let schema = json_schema();
+        assert_eq!(
+            schema["$schema"],
+            "https://json-schema.org/draft/2020-12/schema"
+        );
+        assert_eq!(schema["additionalProperties"], false);
+        assert_eq!(
+            schema["$defs"]["PolicyConfig"]["additionalProperties"],
+            false
+        );
+    }
 }

@@ -30,6 +30,17 @@
 //! - [`testing`] (feature `test-support`): an in-process daemon, and `sluice-client` clients of
 //!   it, for every crate's tests.
 //!
+//! # What is public
+//!
+//! What `main.rs`, the tests, the benches and the fuzz target use, no more: [`App`] and the
+//! load of a configuration ([`service::load`]), the stores, the limiter's check input and
+//! the wait for the backends ([`service::stores`], [`service::limiter`], [`service::connect`]);
+//! [`daemon::serve_until`]; the sockets `main.rs` binds and announces ([`server::bind`],
+//! [`server::activation`], [`server::fd_limit`]); [`telemetry`], [`config_watch`], [`clock`],
+//! [`top`]; the Envoy RLS wire types ([`rls`]); the RESP frame reader ([`resp::connection`]);
+//! and [`testing`]. Everything else is `pub(crate)`: the transports, the metrics, the answers
+//! and the run-time settings are the daemon's own.
+//!
 //! # One check, from the socket to the store and back
 //!
 //! Over HTTP (`POST /v1/check`):
@@ -57,13 +68,17 @@
 //! every check of the read at once through the limiter, and `resp/reply.rs` writes the
 //! replies in one write.
 
+// The map above names private modules too, for whoever reads the source (`cargo doc
+// --document-private-items` renders them).
+#![allow(rustdoc::private_intra_doc_links)]
+
 pub mod clock;
 pub mod config_watch;
 pub mod daemon;
-pub mod exposition;
-pub mod histogram;
-pub mod http;
-pub mod metrics;
+pub(crate) mod exposition;
+pub(crate) mod histogram;
+pub(crate) mod http;
+pub(crate) mod metrics;
 pub mod resp;
 pub mod rls;
 pub mod server;

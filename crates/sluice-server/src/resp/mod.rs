@@ -15,13 +15,13 @@
 //! - [`throttle`]: redis-cell's `CL.THROTTLE` on sluice-core's GCRA.
 //! - [`connection`]: one connection's read-answer-write loop and its deadlines.
 
-pub mod answer;
-pub mod command;
+pub(crate) mod answer;
+pub(crate) mod command;
 pub mod connection;
-pub mod error;
-pub mod frame;
-pub mod reply;
-pub mod throttle;
+pub(crate) mod error;
+pub(crate) mod frame;
+pub(crate) mod reply;
+pub(crate) mod throttle;
 
 #[cfg(test)]
 mod properties;

@@ -14,16 +14,16 @@
 //! - [`bind`]: the listeners of `[listen]`, bound or taken from those handed over.
 //! - [`tls`]: the TLS handshake of the TCP listeners (`[listen.tls]`), its certificate reloadable.
 
-pub mod accept;
+pub(crate) mod accept;
 pub mod activation;
 pub mod bind;
-pub mod connection;
+pub(crate) mod connection;
 pub mod fd_limit;
-pub mod gate;
-pub mod linger;
-pub mod stop;
+pub(crate) mod gate;
+pub(crate) mod linger;
+pub(crate) mod stop;
 pub mod tls;
-pub mod unix;
+pub(crate) mod unix;
 
 use tokio::net::TcpListener;
 

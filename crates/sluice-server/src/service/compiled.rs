@@ -4,7 +4,6 @@
 //! `--check-config` and the tests all load through [`load`], so what `--check-config` accepts
 //! the daemon accepts.
 
-use figment::providers::Env;
 use sluice_config::{ConfigError, ConfigSource};
 
 use crate::metrics::policy_meters::PolicyMeters;
@@ -22,6 +21,10 @@ pub fn load(source: &ConfigSource) -> Result<Compiled, ConfigError> {
 }
 
 /// As [`load`], with the env provider given (tests pass their own map).
-pub fn load_with_env(source: &ConfigSource, env: Env) -> Result<Compiled, ConfigError> {
+#[cfg(any(test, feature = "test-support"))]
+pub fn load_with_env(
+    source: &ConfigSource,
+    env: figment::providers::Env,
+) -> Result<Compiled, ConfigError> {
     sluice_config::load_with_env(source, env, Some(sluice_store::parse_redis_url))
 }

@@ -16,17 +16,17 @@
 //! - [`answer`]: the body and headers of a decision; [`json`]: the JSON encoding of every
 //!   answer and the error answer.
 
-pub mod answer;
-pub mod app;
-pub mod clients;
-pub mod compiled;
+pub(crate) mod answer;
+pub(crate) mod app;
+pub(crate) mod clients;
+pub(crate) mod compiled;
 pub mod connect;
-pub mod health;
-pub mod json;
+pub(crate) mod health;
+pub(crate) mod json;
 pub mod limiter;
-pub mod merge;
-pub mod overrides;
-pub mod slo;
+pub(crate) mod merge;
+pub(crate) mod overrides;
+pub(crate) mod slo;
 pub mod stores;
 
 pub use app::App;

@@ -30,12 +30,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use ahash::RandomState;
 use async_trait::async_trait;
 use parking_lot::Mutex;
-use sluice_core::{Decision, Params, State};
+use sluice_core::{Decision, Params, SplitMix, State, candidate_decision};
 
 use self::keys::{Expiry, hash_of};
 use self::overrides::Overrides;
 use self::shard::Shard;
-use crate::store::{candidate_check, candidate_decision};
+use crate::store::candidate_check;
 use crate::{
     Check, MemoryStoreConfig, OverrideStore, SettingKind, Store, StoreError, StoreKind,
     StoredSetting, candidate_policy,
@@ -76,7 +76,7 @@ impl MemoryStore {
             shards: (0..shards)
                 .map(|at| {
                     Mutex::new(Shard {
-                        sampler: at as u64,
+                        sampler: SplitMix(at as u64),
                         ..Shard::default()
                     })
                 })

@@ -46,7 +46,7 @@
 //! the cap keeps the budget. While the last delivery to some peer failed, the region is
 //! *partitioned*: its cap is raised to its fair share `floor(limit / regions)` so it keeps
 //! serving, and the worst case while partitioned is `(1 + (regions − 1) / regions) · limit`
-//! (documented in the README). After the heal the buffered totals are delivered and merged
+//! (documented in docs/src/guides/multi-region.md). After the heal the buffered totals are delivered and merged
 //! with max: nothing is lost or counted twice.
 
 use std::collections::HashMap;
