@@ -10,6 +10,7 @@ use std::io;
 use std::time::Duration;
 
 use crate::http;
+use crate::server::tls::{Alpn, ListenerTls};
 use crate::server::{
     ConnectionGate, HTTP_OVERLOADED, Listeners, Stop, accept, connection, fd_limit, linger, stop,
     unix,
@@ -51,6 +52,7 @@ pub async fn serve_until(
     let mut tasks = tokio::task::JoinSet::new();
     let mut sockets = Vec::new();
     // Every HTTP listener: one accept loop each, behind the one gate.
+    let tls = listeners.tls;
     let http_loop = HttpLoop {
         gate: &gate,
         stop: &stop,
@@ -61,17 +63,24 @@ pub async fn serve_until(
         tasks.spawn(http_loop.serve(unix.listener, "unix", api.clone()));
     }
     if let Some(tcp) = listeners.http {
-        tasks.spawn(http_loop.serve(tcp, "http", api.clone()));
+        tasks.spawn(http_loop.serve_tcp(tcp, "http", api.clone(), tls.as_ref()));
     }
     if let Some(tcp) = listeners.metrics {
-        tasks.spawn(http_loop.serve(
-            tcp,
-            "metrics",
-            http::Api::routes(http::metrics_router(app.clone())),
-        ));
+        let metrics_tls = tls.as_ref().filter(|_| listeners.metrics_tls);
+        let metrics = http::Api::routes(http::metrics_router(app.clone()));
+        tasks.spawn(http_loop.serve_tcp(tcp, "metrics", metrics, metrics_tls));
     }
     if let Some(tcp) = listeners.grpc {
-        let server = crate::rls::serve(app.clone(), tcp, stop.clone().into_wait());
+        let shutdown = stop.clone().into_wait();
+        let server = match tls.clone() {
+            Some(tls) => futures::future::Either::Left(crate::rls::serve_tls(
+                app.clone(),
+                tcp,
+                tls,
+                shutdown,
+            )),
+            None => futures::future::Either::Right(crate::rls::serve(app.clone(), tcp, shutdown)),
+        };
         tasks.spawn(async move { server.await.map_err(io::Error::other) });
     }
     if let Some(unix) = listeners.grpc_unix {
@@ -82,7 +91,15 @@ pub async fn serve_until(
     // The RESP listeners: the same accept loop and gate, the Redis protocol's connection.
     let resp = crate::resp::Resp::new(app.clone(), limits, gate.lingering().clone());
     if let Some(tcp) = listeners.resp {
-        tasks.spawn(serve_resp(tcp, "resp", &gate, &stop, resp.clone()));
+        tasks.spawn(match &tls {
+            Some(tls) => {
+                let resp = tls.serving("resp", Alpn::None, resp.clone());
+                futures::future::Either::Left(serve_resp(tcp, "resp", &gate, &stop, resp))
+            }
+            None => {
+                futures::future::Either::Right(serve_resp(tcp, "resp", &gate, &stop, resp.clone()))
+            }
+        });
     }
     if let Some(unix) = listeners.resp_unix {
         sockets.extend(unix.created_file());
@@ -167,7 +184,7 @@ fn serve_resp<L: accept::Accept>(
     name: &'static str,
     gate: &ConnectionGate,
     stop: &Stop,
-    resp: crate::resp::Resp,
+    resp: impl accept::ServeConnection<L::Io> + Send + 'static,
 ) -> impl Future<Output = io::Result<()>> + Send + 'static {
     let serving = accept::serve_listener(
         listener,
@@ -201,13 +218,44 @@ impl HttpLoop<'_> {
         name: &'static str,
         api: http::Api,
     ) -> impl Future<Output = io::Result<()>> + Send + 'static {
+        self.serve_with(listener, name, self.http(api))
+    }
+
+    /// As [`serve`](Self::serve) for a TCP listener, behind TLS when `tls` is set.
+    fn serve_tcp(
+        self,
+        listener: tokio::net::TcpListener,
+        name: &'static str,
+        api: http::Api,
+        tls: Option<&ListenerTls>,
+    ) -> impl Future<Output = io::Result<()>> + Send + 'static {
+        match tls {
+            Some(tls) => futures::future::Either::Left(self.serve_with(
+                listener,
+                name,
+                tls.serving(name, Alpn::Http, self.http(api)),
+            )),
+            None => futures::future::Either::Right(self.serve(listener, name, api)),
+        }
+    }
+
+    fn http(self, api: http::Api) -> connection::Http {
+        connection::Http::new(api, self.limits, self.gate.lingering().clone())
+    }
+
+    fn serve_with<L: accept::Accept>(
+        self,
+        listener: L,
+        name: &'static str,
+        serve: impl accept::ServeConnection<L::Io> + Send + 'static,
+    ) -> impl Future<Output = io::Result<()>> + Send + 'static {
         let serving = accept::serve_listener(
             listener,
             name,
             self.gate.clone(),
             HTTP_OVERLOADED,
             self.stop.clone(),
-            connection::Http::new(api, self.limits, self.gate.lingering().clone()),
+            serve,
         );
         async move {
             serving.await;

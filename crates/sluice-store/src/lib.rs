@@ -48,6 +48,7 @@ mod memory;
 mod redis;
 mod settings;
 mod store;
+mod tls;
 
 // The backends' configurations are sluice-config's (the config compile checks them without
 // a Redis client); the stores are built from them.
@@ -64,7 +65,7 @@ pub use settings::{
 };
 pub use sluice_config::backend::{
     CLOCK_MARGIN, ClusterStoreConfig, DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_IN_FLIGHT,
-    DEFAULT_TIMEOUT, MemoryStoreConfig, RedisStoreConfig, StoreConfigError as ConfigError,
-    expiry_grace, redact_url,
+    DEFAULT_TIMEOUT, MemoryStoreConfig, RedisStoreConfig, RedisTls,
+    StoreConfigError as ConfigError, expiry_grace, redact_url,
 };
 pub use store::{BatchObserver, Check, OverrideStore, Store, StoreKind, candidate_policy};

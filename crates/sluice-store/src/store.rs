@@ -210,6 +210,11 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// stores that make no such calls ignore it.
     fn set_batch_observer(&self, _observer: std::sync::Arc<dyn BatchObserver>) {}
 
+    /// Reads the client's TLS files again (a rotated client certificate, a new CA bundle):
+    /// the next connections use them, calls in flight finish on the old ones. Default:
+    /// nothing to read (process memory, a client without TLS).
+    fn reload_tls(&self) {}
+
     /// Keys forgotten to stay within a bound before their state was fresh again, by policy,
     /// since the store started (memory only: `backend.max_keys`).
     fn evicted_keys(&self) -> Vec<(String, u64)> {

@@ -36,6 +36,8 @@ use tonic::{Request, Response, Status};
 
 use super::generated::envoy::config::core::v3::HeaderValue;
 use super::generated::envoy::service::ratelimit::v3 as pb;
+use super::tls::tls_incoming;
+use crate::server::tls::ListenerTls;
 use crate::service::answer::{body_of, set_headers};
 use crate::service::app::App;
 use crate::service::compiled::Policy;
@@ -69,14 +71,7 @@ pub async fn serve_unix(
     listener: UnixListener,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), tonic::transport::Error> {
-    let (stopping, stopped) = watch::channel(false);
-    let server = tonic::transport::Server::builder()
-        .add_service(RateLimitServiceServer::new(RlsService::new(app)))
-        .serve_with_incoming_shutdown(UnixListenerStream::new(listener), async move {
-            shutdown.await;
-            let _ = stopping.send(true);
-        });
-    drain_bounded(server, stopped).await
+    serve_incoming(app, UnixListenerStream::new(listener), shutdown).await
 }
 
 /// Serves the RLS on `listener` until `shutdown` completes.
@@ -85,16 +80,42 @@ pub async fn serve(
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), tonic::transport::Error> {
+    let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
+    serve_incoming(app, incoming, shutdown).await
+}
+
+/// Serves the RLS over TLS on `listener` (h2 by ALPN) until `shutdown` completes.
+pub async fn serve_tls(
+    app: App,
+    listener: TcpListener,
+    tls: ListenerTls,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<(), tonic::transport::Error> {
+    serve_incoming(app, tls_incoming(listener, tls), shutdown).await
+}
+
+/// Serves the RLS on the streams of `incoming` until `shutdown` completes, then drains.
+async fn serve_incoming<IO, IE>(
+    app: App,
+    incoming: impl tokio_stream::Stream<Item = Result<IO, IE>>,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<(), tonic::transport::Error>
+where
+    IO: tokio::io::AsyncRead
+        + tokio::io::AsyncWrite
+        + tonic::transport::server::Connected
+        + Unpin
+        + Send
+        + 'static,
+    IE: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
     let (stopping, stopped) = watch::channel(false);
     let server = tonic::transport::Server::builder()
         .add_service(RateLimitServiceServer::new(RlsService::new(app)))
-        .serve_with_incoming_shutdown(
-            tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true)),
-            async move {
-                shutdown.await;
-                let _ = stopping.send(true);
-            },
-        );
+        .serve_with_incoming_shutdown(incoming, async move {
+            shutdown.await;
+            let _ = stopping.send(true);
+        });
     drain_bounded(server, stopped).await
 }
 

@@ -195,6 +195,10 @@ impl Watched {
     /// A new client from the settings in place of the current one; calls in flight finish
     /// on the old one, which closes once the last of them is done.
     fn rebuild(&self) {
+        self.rebuild_because(&format!("every check failed for {REBUILD_AFTER:?}"));
+    }
+
+    fn rebuild_because(&self, why: &str) {
         match crate::service::clients::with_overrides(&self.settings) {
             Ok(client) => {
                 if let Some(observer) = &*self.observer.lock() {
@@ -204,7 +208,7 @@ impl Watched {
                 tracing::warn!(
                     backend = %self.kind,
                     address = %self.address,
-                    "backend client rebuilt: every check failed for {REBUILD_AFTER:?}"
+                    "backend client rebuilt: {why}"
                 );
             }
             Err(err) => tracing::error!(
@@ -338,6 +342,13 @@ impl Store for Watched {
 
     fn evicted_keys(&self) -> Vec<(String, u64)> {
         self.store().evicted_keys()
+    }
+
+    /// A new client reads the TLS files again (the `redis` client keeps what it read).
+    fn reload_tls(&self) {
+        if self.settings.tls().is_some() {
+            self.rebuild_because("its TLS files are read again (SIGHUP)");
+        }
     }
 }
 

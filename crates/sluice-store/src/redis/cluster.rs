@@ -76,15 +76,24 @@ impl ClusterStore {
             .iter()
             .find_map(|url| credentials(url))
             .map_or((None, None), |(user, password)| (user, Some(password)));
+        let tls = config.effective_tls();
         let redirects = Redirects::new(
             username.as_deref(),
             password.as_deref(),
             config.connect_timeout,
+            tls.as_ref()
+                .map(crate::tls::redis_certificates)
+                .transpose()?,
         );
+        let fred_tls = match &tls {
+            Some(tls) => Some(fred_tls(tls)?),
+            None => None,
+        };
         let fred_config = Config {
             server: ServerConfig::new_clustered(hosts),
             username,
             password,
+            tls: fred_tls,
             // Keep retrying the first connection too: the cluster may come up after us.
             fail_fast: false,
             ..Default::default()
@@ -155,9 +164,37 @@ trait ScriptArg: AsRef<[u8]> + redis::ToRedisArgs + Sync {}
 impl ScriptArg for String {}
 impl ScriptArg for &[u8] {}
 
+/// fred's TLS from `tls`: every node connection verified, by `server_name` when set (else
+/// by the address the cluster announces for the node).
+fn fred_tls(tls: &crate::RedisTls) -> Result<fred::types::config::TlsConfig, ConfigError> {
+    use fred::types::config::{TlsConfig, TlsConnector, TlsHostMapping};
+    let hostnames = match &tls.server_name {
+        Some(name) => TlsHostMapping::Custom(std::sync::Arc::new(SameName(name.clone()))),
+        None => TlsHostMapping::None,
+    };
+    Ok(TlsConfig {
+        connector: TlsConnector::from(crate::tls::client_config(tls)?),
+        hostnames,
+    })
+}
+
+/// Every node verified by one name (`backend.tls.server_name`).
+#[derive(Debug)]
+struct SameName(String);
+
+impl fred::types::config::HostMapping for SameName {
+    fn map(&self, _ip: &std::net::IpAddr, _default_host: &str) -> Option<String> {
+        Some(self.0.clone())
+    }
+}
+
 fn map_error(e: &FredError) -> StoreError {
     match e.kind() {
         ErrorKind::Timeout => StoreError::Timeout,
+        ErrorKind::Tls => StoreError::Unavailable(match crate::tls::reason_in(e) {
+            Some(reason) => format!("TLS handshake with a cluster node failed: {reason}"),
+            None => e.to_string(),
+        }),
         ErrorKind::IO
         | ErrorKind::Canceled
         | ErrorKind::Backpressure
