@@ -146,7 +146,9 @@ async fn housekeep(app: App, stop: impl Future<Output = ()>) {
             () = &mut stop => return,
             _ = tick.tick() => {
                 let limiter = &app.limiter;
-                limiter.store().housekeep(app.clock.now_ms());
+                if let Some(keys) = limiter.store().capabilities().keys {
+                    keys.housekeep(app.clock.now_ms());
+                }
                 app.status.tick(limiter, app.clock.now_ms());
                 limiter.return_leases(app.clock.now_ms(), false).await;
                 limiter

@@ -30,7 +30,7 @@
 //! fresh again plus the store's [`expiry_grace`], so a check that queued past an edge still
 //! finds the state it was stamped against. A batch is one script when its keys share a slot (always on a
 //! single server) and consume-then-refund across slots on a cluster. A candidate limit judged
-//! beside a check ([`Store::check_with_candidate`]) rides in the check's own call, its keys
+//! beside a check ([`Check::candidate`]) rides in the check's own call, its keys
 //! `cand:<suffix>` under the limit's hash tag; on memory both are decided under one lock.
 //!
 //! A check whose cost exceeds its policy's capacity is refused once on each path: by the
@@ -66,4 +66,7 @@ pub use redis::{Cluster, ClusterStore, RedisStore, ScriptStore, Single, keys, re
 pub use settings::{
     CandidateOverride, LimitOverride, Setting, SettingKind, Settings, StoredSetting,
 };
-pub use store::{BatchObserver, Check, OverrideStore, Store, StoreKind, candidate_policy};
+pub use store::{
+    BatchObserver, Capabilities, Check, Decided, GroupCommit, KeyTable, OverrideStore, Store,
+    StoreExt, StoreKind, candidate_policy,
+};

@@ -1,5 +1,6 @@
 //! The repository's own rules, checked as tests: no import cycle between files or between the
-//! top-level modules of a crate ([`imports`]), the docs' links and contents ([`docs`]), the
+//! top-level modules of a crate ([`imports`]), at most one import running back up the module
+//! tree ([`up_arrows`]), the docs' links and contents ([`docs`]), the
 //! observability assets against what a real daemon exports ([`drift`], [`assets`]) and the
 //! alert rules under promtool ([`alerts`]). A binary of their own, apart from the end-to-end
 //! tests of the daemon's behaviour, so a layout or docs failure reads as one.
@@ -12,3 +13,4 @@ mod assets;
 mod docs;
 mod drift;
 mod imports;
+mod up_arrows;

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::{SettingKind, StoredSetting};
+use crate::settings::{SettingKind, StoredSetting};
 
 /// The settings and their version.
 #[derive(Debug, Default)]

@@ -36,7 +36,8 @@ use super::runner::{Lane, ScriptRunner};
 use super::script_store::ScriptStore;
 use super::scripts::Script;
 use crate::config::{ClusterStoreConfig, ConfigError, check_common, credentials, parse_node};
-use crate::{StoreError, StoreKind};
+use crate::error::StoreError;
+use crate::store::StoreKind;
 
 /// Rate-limit state in a Redis Cluster.
 pub type ClusterStore = ScriptStore<Cluster>;

@@ -169,7 +169,7 @@ impl Layout {
         timeout: std::time::Duration,
         extra_grace: std::time::Duration,
     ) -> Self {
-        let grace = crate::expiry_grace(timeout).saturating_add(extra_grace);
+        let grace = crate::grace::expiry_grace(timeout).saturating_add(extra_grace);
         Layout {
             prefix,
             // Far beyond any window; keeps TTL arithmetic from overflowing.

@@ -21,7 +21,9 @@ use async_trait::async_trait;
 use super::runner::ScriptRunner;
 use super::script_store::ScriptStore;
 use super::scripts::ScriptId;
-use crate::{OverrideStore, SettingKind, StoreError, StoredSetting};
+use crate::error::StoreError;
+use crate::settings::{SettingKind, StoredSetting};
+use crate::store::OverrideStore;
 
 #[async_trait]
 impl<C: ScriptRunner + ?Sized> OverrideStore for ScriptStore<C> {

@@ -7,7 +7,8 @@
 use async_trait::async_trait;
 
 use super::scripts::Script;
-use crate::{StoreError, StoreKind};
+use crate::error::StoreError;
+use crate::store::StoreKind;
 
 /// Where a group call of queued checks goes (see `group.rs`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -12,7 +12,8 @@ use super::keys::Layout;
 use super::lanes::Groups;
 use super::runner::ScriptRunner;
 use super::scripts::{Script, ScriptId, Scripts};
-use crate::{StoreError, StoreKind};
+use crate::error::StoreError;
+use crate::store::StoreKind;
 
 /// Rate-limit state in Redis through the client `C`: [`RedisStore`](crate::RedisStore) (one
 /// server) or [`ClusterStore`](crate::ClusterStore) (a cluster). Cloning it is cheap: clones

@@ -17,7 +17,8 @@ use super::runner::{Lane, ScriptRunner};
 use super::script_store::ScriptStore;
 use super::scripts::Script;
 use crate::config::{ConfigError, RedisStoreConfig};
-use crate::{StoreError, StoreKind};
+use crate::error::StoreError;
+use crate::store::StoreKind;
 
 /// Rate-limit state in a single Redis server.
 pub type RedisStore = ScriptStore<Single>;

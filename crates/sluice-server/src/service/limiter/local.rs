@@ -86,7 +86,8 @@ impl Limiter {
             None => {
                 let decided = self
                     .call_store_one(&one.check, Scope::Local, now_ms, span)
-                    .await;
+                    .await
+                    .map(|decided| decided.decision);
                 if leasable {
                     let remaining = decided.as_ref().ok().map(|d| d.remaining);
                     self.local.leases.observe(&slot, remaining, false);
@@ -130,6 +131,7 @@ impl Limiter {
         match self
             .call_store_one(&block, Scope::Local, now_ms, span)
             .await
+            .map(|decided| decided.decision)
         {
             Ok(decision) if decision.allowed => {
                 let (remaining, expired) =
@@ -157,7 +159,8 @@ impl Limiter {
                 }
                 let decided = self
                     .call_store_one(&one.check, Scope::Local, now_ms, span)
-                    .await;
+                    .await
+                    .map(|decided| decided.decision);
                 let remaining = decided.as_ref().ok().map(|d| d.remaining);
                 self.local.leases.observe(slot, remaining, false);
                 decided
@@ -176,12 +179,7 @@ impl Limiter {
         let (back, expired) = self.local.leases.idle(now_ms, idle_ms);
         for unspent in back {
             let name = &unspent.slot.policy;
-            let check = Check {
-                policy: name,
-                key: &unspent.slot.key,
-                params: unspent.params,
-                cost: unspent.units,
-            };
+            let check = Check::new(name, &unspent.slot.key, unspent.params, unspent.units);
             let outcome = match self.store.give_back(&check, unspent.token, now_ms).await {
                 Ok(()) => Units::Returned,
                 Err(err) => {

@@ -24,7 +24,7 @@ mod verdict;
 
 use arc_swap::ArcSwap;
 use sluice_core::{CheckError, Decision};
-use sluice_store::{Check, Store, StoreError};
+use sluice_store::{Check, Store, StoreError, StoreExt};
 use tracing::Span;
 
 use crate::metrics::Metrics;
@@ -318,6 +318,7 @@ impl Limiter {
         match self
             .call_store_one(check, Scope::Local, now_ms, &span)
             .await
+            .map(|decided| decided.decision)
         {
             Ok(decision) => {
                 span.record("ratelimit.allowed", decision.allowed);
@@ -416,7 +417,7 @@ impl Limiter {
 /// The bound the limiter puts around a call to `store` that must end within `timeout`: none
 /// when the store bounds its own calls (the Redis stores), so each check runs one timer.
 fn outer_bound(store: &dyn Store, timeout: Duration) -> Option<Duration> {
-    (!store.bounds_its_calls()).then_some(timeout)
+    (!store.capabilities().bounds_its_calls).then_some(timeout)
 }
 
 /// `call` bounded by `timeout` when there is one (the memory store has none: it cannot hang).
