@@ -293,6 +293,10 @@ fn compile_backend(
         errors.push(FieldError::new("backend.timeout", why));
         Duration::from_millis(1)
     });
+    let connect_timeout = parse_positive_duration(&config.connect_timeout).unwrap_or_else(|why| {
+        errors.push(FieldError::new("backend.connect_timeout", why));
+        Duration::from_millis(1)
+    });
     if config.max_keys == 0 {
         errors.push(FieldError::new("backend.max_keys", "must be at least 1"));
     }
@@ -318,6 +322,7 @@ fn compile_backend(
                 url: config.url.clone(),
                 prefix: config.prefix.clone(),
                 timeout,
+                connect_timeout,
                 ..RedisStoreConfig::default()
             })
         }
@@ -332,6 +337,7 @@ fn compile_backend(
                 nodes: config.nodes.clone(),
                 prefix: config.prefix.clone(),
                 timeout,
+                connect_timeout,
                 ..ClusterStoreConfig::default()
             })
         }
