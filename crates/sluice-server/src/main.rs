@@ -258,10 +258,10 @@ async fn run(
                 _ = terminate.recv() => break,
                 _ = interrupt.recv() => break,
                 _ = hangup.recv() => {
-                    reload_app.reload(&source);
+                    reload_app.reload(&source).await;
                     watch.reloaded();
                 }
-                () = watch.changed() => reload_app.reload(&source),
+                () = watch.changed() => reload_app.reload(&source).await,
             }
         }
         activation::notify_stopping();

@@ -134,7 +134,11 @@ async fn set(
         limit: request.limit,
         burst: request.burst,
     };
-    app.limits.validate(&change).map_err(refused)?;
+    app.limiter
+        .snapshot()
+        .limits
+        .validate(&change)
+        .map_err(refused)?;
     let before = effective(&app, &change.policy, &change.tier);
     app.overrides
         .put(&change)

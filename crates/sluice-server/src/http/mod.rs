@@ -129,7 +129,7 @@ async fn readyz(State(app): State<App>) -> Response {
 }
 
 async fn policies(State(app): State<App>) -> Response {
-    json_response(StatusCode::OK, &app.limiter.policies().view())
+    json_response(StatusCode::OK, &app.limiter.snapshot().policies.view())
 }
 
 async fn metrics_text(State(app): State<App>, headers: HeaderMap) -> Response {
@@ -140,9 +140,10 @@ async fn metrics_text(State(app): State<App>, headers: HeaderMap) -> Response {
     );
     app.limiter.refresh_gauges(app.clock.now_ms());
     let limiter = &app.limiter;
-    limiter
-        .metrics()
-        .record_store(limiter.store().as_ref(), limiter.policies().names());
+    limiter.metrics().record_store(
+        limiter.store().as_ref(),
+        limiter.snapshot().policies.names(),
+    );
     let metrics = limiter.metrics();
     let text = match format {
         Format::OpenMetrics => metrics.encode_with_exemplars(),

@@ -6,7 +6,8 @@
 //! - [`app`]: [`App`], the state every transport shares, and [`App::reload`].
 //! - [`policy`]: policies compiled for the check path; [`overrides`]: the file's policies
 //!   merged with the run-time settings (limit overrides and candidates, applied as [`merge`]
-//!   says), and the loop that keeps them in sync.
+//!   says); [`snapshot`]: all the run-time settings decide, published whole; [`writer`]: the
+//!   one task that compiles and publishes them (reloads, the poll, admin changes).
 //! - [`stores`]: the stores the settings describe, built from the clients of [`clients`];
 //!   [`connect`]: the wait for them before the daemon serves; [`health`]: whether a Redis
 //!   backend's checks get answers.
@@ -29,7 +30,9 @@ pub mod overrides;
 pub mod policy;
 pub mod rls_rules;
 pub mod slo;
+pub mod snapshot;
 pub mod stores;
+pub mod writer;
 
 pub use app::App;
 pub use compile::{Compiled, load};

@@ -192,7 +192,7 @@ impl Policy {
 }
 
 /// Every policy by name. Immutable once built.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct PolicySet {
     policies: Names<Arc<Policy>>,
 }

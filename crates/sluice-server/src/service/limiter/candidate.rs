@@ -156,9 +156,9 @@ mod tests {
     #[test]
     fn a_policy_with_a_candidate_is_never_answered_locally() {
         let l = limiter(Arc::new(Down));
-        let policies = l.policies();
+        let snapshot = l.snapshot();
         for (name, local) in [("plain", true), ("judged", false)] {
-            let one = l.resolve(&policies, &input(name), None).unwrap();
+            let one = l.resolve(&snapshot.policies, &input(name), None).unwrap();
             assert_eq!(l.answers_locally(&one), local, "{name}");
         }
     }

@@ -25,7 +25,7 @@ impl Limiter {
         span: &Span,
     ) -> Result<Verdict, LimitError> {
         let at = (shape == Shape::Batch).then_some(0);
-        let one = self.resolve(&self.policies.load(), input, at)?;
+        let one = self.resolve(&self.snapshot.load().policies, input, at)?;
         if shape == Shape::One && self.answers_locally(&one) {
             return self.decide_local(one, now_ms, span).await;
         }
@@ -120,11 +120,11 @@ impl Limiter {
         }
         // A guard, not a clone of the set's `Arc`: no reference count shared by every thread
         // is written. The resolved checks hold what they need.
-        let policies = self.policies.load();
+        let snapshot = self.snapshot.load();
         inputs
             .iter()
             .enumerate()
-            .map(|(i, input)| self.resolve(&policies, input, Some(i)))
+            .map(|(i, input)| self.resolve(&snapshot.policies, input, Some(i)))
             .collect()
     }
 
