@@ -64,9 +64,9 @@ pub use redis::replicated::{
 };
 pub use redis::{Cluster, ClusterStore, RedisStore, ScriptStore, Single, keys, replicated};
 pub use settings::{
-    CandidateOverride, LimitOverride, Setting, SettingKind, Settings, StoredSetting,
+    CandidateOverride, LimitOverride, Setting, SettingKey, SettingKind, Settings, StoredSetting,
 };
 pub use store::{
     BatchObserver, Capabilities, Check, Decided, GroupCommit, KeyTable, OverrideStore, Store,
-    StoreExt, StoreKind, candidate_policy,
+    StoreExt, StoreKind, Unspent, candidate_policy,
 };

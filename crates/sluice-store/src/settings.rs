@@ -27,6 +27,14 @@ impl SettingKind {
     }
 }
 
+/// Which setting: its kind, policy and tier (what a backend deletes by).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SettingKey<'a> {
+    pub kind: SettingKind,
+    pub policy: &'a str,
+    pub tier: &'a str,
+}
+
 /// One setting as a backend keeps it: the fields of its record, as text.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct StoredSetting {

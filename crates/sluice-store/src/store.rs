@@ -7,7 +7,8 @@ use sluice_core::{Decision, Params};
 
 use crate::error::StoreError;
 use crate::settings::{
-    CandidateOverride, LimitOverride, Setting, SettingKind, Settings, StoredSetting, typed,
+    CandidateOverride, LimitOverride, Setting, SettingKey, SettingKind, Settings, StoredSetting,
+    typed,
 };
 
 /// One check handed to a store: `cost` for `key` under `policy`, decided with `params`, and
@@ -190,11 +191,18 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// Whether the backend answers (`/readyz`).
     async fn ping(&self) -> Result<(), StoreError>;
 
-    /// Gives back `check.cost` units a fixed_window check consumed in the window `token`
-    /// (its index), if the key is still in that window: a daemon's unspent lease returned.
-    /// A store that leases nothing answers `Ok` and does nothing.
-    async fn give_back(&self, check: &Check<'_>, token: u64, now_ms: u64)
-    -> Result<(), StoreError>;
+    /// Gives back what a daemon's lease took and did not spend ([`Unspent`]), if the key is
+    /// still in the window it was taken in. A store that leases nothing answers `Ok` and does
+    /// nothing.
+    async fn give_back(&self, unspent: &Unspent<'_>, now_ms: u64) -> Result<(), StoreError>;
+}
+
+/// Units a daemon's lease took and did not spend: `check.cost` units of `check`'s
+/// fixed_window state, consumed in the window `token` (its index).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Unspent<'a> {
+    pub check: Check<'a>,
+    pub token: u64,
 }
 
 /// What a store offers besides checks ([`Store::capabilities`]): plain data and borrowed
@@ -355,14 +363,8 @@ pub trait OverrideStore: Send + Sync + std::fmt::Debug + 'static {
     /// Stores `setting`, replacing the one of its kind, policy and tier, and bumps the version.
     async fn put_setting(&self, setting: &StoredSetting) -> Result<(), StoreError>;
 
-    /// Removes the setting of `kind` of (policy, tier); whether there was one. Bumps the
-    /// version.
-    async fn delete_setting(
-        &self,
-        kind: SettingKind,
-        policy: &str,
-        tier: &str,
-    ) -> Result<bool, StoreError>;
+    /// Removes the setting `key` names; whether there was one. Bumps the version.
+    async fn delete_setting(&self, key: SettingKey<'_>) -> Result<bool, StoreError>;
 
     /// Every stored setting of `kind`, in no particular order.
     async fn list_settings(&self, kind: SettingKind) -> Result<Vec<StoredSetting>, StoreError>;
@@ -378,7 +380,8 @@ pub trait OverrideStore: Send + Sync + std::fmt::Debug + 'static {
 
     /// Removes the override of (policy, tier); whether there was one. Bumps the version.
     async fn delete(&self, policy: &str, tier: &str) -> Result<bool, StoreError> {
-        self.delete_setting(SettingKind::Limit, policy, tier).await
+        let kind = SettingKind::Limit;
+        self.delete_setting(SettingKey { kind, policy, tier }).await
     }
 
     /// The version the settings are at and every stored override, sorted.
@@ -397,8 +400,8 @@ pub trait OverrideStore: Send + Sync + std::fmt::Debug + 'static {
     /// Removes the run-time candidate of (policy, tier); whether there was one. Bumps the
     /// version.
     async fn delete_candidate(&self, policy: &str, tier: &str) -> Result<bool, StoreError> {
-        self.delete_setting(SettingKind::Candidate, policy, tier)
-            .await
+        let kind = SettingKind::Candidate;
+        self.delete_setting(SettingKey { kind, policy, tier }).await
     }
 
     /// Every setting of both kinds and the version they were read at. The version is read

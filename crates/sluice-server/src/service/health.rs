@@ -19,8 +19,8 @@ use arc_swap::ArcSwap;
 use async_trait::async_trait;
 use parking_lot::Mutex;
 use sluice_store::{
-    BatchObserver, Capabilities, Check, Decided, GroupCommit, OverrideStore, SettingKind, Store,
-    StoreError, StoreExt, StoreKind, StoredSetting,
+    BatchObserver, Capabilities, Check, Decided, GroupCommit, OverrideStore, SettingKey,
+    SettingKind, Store, StoreError, StoreExt, StoreKind, StoredSetting, Unspent,
 };
 
 use crate::config::BackendSettings;
@@ -276,13 +276,8 @@ impl Store for Watched {
     }
 
     /// Untracked, as the overrides: a lease returned says nothing about checks answered.
-    async fn give_back(
-        &self,
-        check: &Check<'_>,
-        token: u64,
-        now_ms: u64,
-    ) -> Result<(), StoreError> {
-        self.store().give_back(check, token, now_ms).await
+    async fn give_back(&self, unspent: &Unspent<'_>, now_ms: u64) -> Result<(), StoreError> {
+        self.store().give_back(unspent, now_ms).await
     }
 }
 
@@ -301,13 +296,8 @@ impl OverrideStore for Watched {
         self.overrides().put_setting(setting).await
     }
 
-    async fn delete_setting(
-        &self,
-        kind: SettingKind,
-        policy: &str,
-        tier: &str,
-    ) -> Result<bool, StoreError> {
-        self.overrides().delete_setting(kind, policy, tier).await
+    async fn delete_setting(&self, key: SettingKey<'_>) -> Result<bool, StoreError> {
+        self.overrides().delete_setting(key).await
     }
 
     async fn list_settings(&self, kind: SettingKind) -> Result<Vec<StoredSetting>, StoreError> {

@@ -3,7 +3,7 @@
 
 use async_trait::async_trait;
 use sluice_core::Decision;
-use sluice_store::{Capabilities, Check, Decided, Store, StoreError, StoreKind};
+use sluice_store::{Capabilities, Check, Decided, Store, StoreError, StoreKind, Unspent};
 
 /// What [`Down`] answers every call.
 fn refused<T>() -> Result<T, StoreError> {
@@ -31,7 +31,7 @@ impl Store for Down {
     async fn ping(&self) -> Result<(), StoreError> {
         refused()
     }
-    async fn give_back(&self, _: &Check<'_>, _: u64, _: u64) -> Result<(), StoreError> {
+    async fn give_back(&self, _: &Unspent<'_>, _: u64) -> Result<(), StoreError> {
         refused()
     }
 }
@@ -58,7 +58,7 @@ impl Store for Hung {
     async fn ping(&self) -> Result<(), StoreError> {
         Ok(())
     }
-    async fn give_back(&self, _: &Check<'_>, _: u64, _: u64) -> Result<(), StoreError> {
+    async fn give_back(&self, _: &Unspent<'_>, _: u64) -> Result<(), StoreError> {
         std::future::pending().await
     }
 }
@@ -102,7 +102,7 @@ impl Store for Gate {
     async fn ping(&self) -> Result<(), StoreError> {
         Ok(())
     }
-    async fn give_back(&self, _: &Check<'_>, _: u64, _: u64) -> Result<(), StoreError> {
+    async fn give_back(&self, _: &Unspent<'_>, _: u64) -> Result<(), StoreError> {
         Ok(())
     }
 }

@@ -36,10 +36,10 @@ use self::keys::{Expiry, hash_of};
 use self::overrides::Overrides;
 use self::shard::Shard;
 use crate::error::StoreError;
-use crate::settings::{SettingKind, StoredSetting};
+use crate::settings::{SettingKey, SettingKind, StoredSetting};
 use crate::store::{
-    Capabilities, Check, Decided, KeyTable, OverrideStore, Store, StoreKind, candidate_check,
-    candidate_decision, candidate_policy,
+    Capabilities, Check, Decided, KeyTable, OverrideStore, Store, StoreKind, Unspent,
+    candidate_check, candidate_decision, candidate_policy,
 };
 
 /// Sizing of a [`MemoryStore`].
@@ -282,7 +282,7 @@ impl Store for MemoryStore {
     }
 
     /// Nothing is leased from process memory: there is nothing to give back.
-    async fn give_back(&self, _: &Check<'_>, _: u64, _: u64) -> Result<(), StoreError> {
+    async fn give_back(&self, _: &Unspent<'_>, _: u64) -> Result<(), StoreError> {
         Ok(())
     }
 }
@@ -320,13 +320,8 @@ impl OverrideStore for MemoryStore {
         Ok(())
     }
 
-    async fn delete_setting(
-        &self,
-        kind: SettingKind,
-        policy: &str,
-        tier: &str,
-    ) -> Result<bool, StoreError> {
-        Ok(self.overrides.lock().delete(kind, policy, tier))
+    async fn delete_setting(&self, key: SettingKey<'_>) -> Result<bool, StoreError> {
+        Ok(self.overrides.lock().delete(key))
     }
 
     async fn list_settings(&self, kind: SettingKind) -> Result<Vec<StoredSetting>, StoreError> {

@@ -21,7 +21,7 @@ use super::script_store::ScriptStore;
 use super::scripts::{ScriptId, algorithm_code};
 use crate::error::StoreError;
 use crate::store::{
-    Capabilities, Check, Decided, Store, StoreKind, candidate_cost, candidate_decision,
+    Capabilities, Check, Decided, Store, StoreKind, Unspent, candidate_cost, candidate_decision,
 };
 
 #[async_trait]
@@ -56,12 +56,8 @@ impl<C: ScriptRunner + ?Sized> Store for ScriptStore<C> {
         self.bounds().ping(self.client().ping()).await
     }
 
-    async fn give_back(
-        &self,
-        check: &Check<'_>,
-        token: u64,
-        now_ms: u64,
-    ) -> Result<(), StoreError> {
+    async fn give_back(&self, unspent: &Unspent<'_>, now_ms: u64) -> Result<(), StoreError> {
+        let Unspent { check, token } = unspent;
         validate(check)?;
         let keys = [keys::limit_keys(
             &self.layout().prefix,
@@ -73,7 +69,7 @@ impl<C: ScriptRunner + ?Sized> Store for ScriptStore<C> {
         self.bounds()
             .call(async {
                 self.client().routable().await?;
-                refund(self, checks, &keys, &[(0, token)], now_ms).await
+                refund(self, checks, &keys, &[(0, *token)], now_ms).await
             })
             .await
     }

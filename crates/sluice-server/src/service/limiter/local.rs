@@ -5,7 +5,7 @@
 //! answers feeds both. Batches never come here: every batch goes to the backend.
 
 use sluice_core::{Algorithm, Decision};
-use sluice_store::{Check, StoreError};
+use sluice_store::{Check, StoreError, Unspent};
 use tracing::Span;
 
 use super::denied::DeniedCache;
@@ -180,7 +180,11 @@ impl Limiter {
         for unspent in back {
             let name = &unspent.slot.policy;
             let check = Check::new(name, &unspent.slot.key, unspent.params, unspent.units);
-            let outcome = match self.store.give_back(&check, unspent.token, now_ms).await {
+            let back = Unspent {
+                check,
+                token: unspent.token,
+            };
+            let outcome = match self.store.give_back(&back, now_ms).await {
                 Ok(()) => Units::Returned,
                 Err(err) => {
                     tracing::debug!(error = %err, "an unspent lease was not returned");

@@ -64,7 +64,7 @@ use super::runner::ScriptRunner;
 use super::script_store::ScriptStore;
 use super::scripts::ScriptId;
 use crate::error::StoreError;
-use crate::store::{Capabilities, Check, Decided, Store, StoreKind};
+use crate::store::{Capabilities, Check, Decided, Store, StoreKind, Unspent};
 
 mod budget;
 
@@ -627,7 +627,7 @@ impl Store for ReplicatedStore {
     }
 
     /// Nothing is leased on a replicated policy (leases are `scope = "local"` only).
-    async fn give_back(&self, _: &Check<'_>, _: u64, _: u64) -> Result<(), StoreError> {
+    async fn give_back(&self, _: &Unspent<'_>, _: u64) -> Result<(), StoreError> {
         Ok(())
     }
 }
