@@ -21,8 +21,9 @@ use subtle::ConstantTimeEq;
 
 use super::candidate;
 use super::change::{check_names, effective, log_change, refused, request_of, resync, unavailable};
+use super::respond::json_response;
 use crate::service::app::App;
-use crate::service::json::{ApiError, json_response};
+use crate::service::json::ApiError;
 
 /// The admin routes, guarded by `token`.
 pub fn router(app: App, token: std::sync::Arc<str>) -> Router {

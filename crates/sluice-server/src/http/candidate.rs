@@ -21,8 +21,9 @@ use sluice_core::Params;
 use sluice_store::{CandidateOverride, LimitOverride};
 
 use super::change::{check_names, effective, log_change, refused, request_of, resync, unavailable};
+use super::respond::json_response;
 use crate::service::app::App;
-use crate::service::json::{ApiError, json_response};
+use crate::service::json::ApiError;
 use crate::service::overrides::CandidateSource;
 use crate::service::policy::params_view;
 

@@ -13,7 +13,8 @@ use serde::Deserialize;
 use serde::de::{self, Deserializer, Visitor};
 
 use super::error::{body_rejection, parse_json};
-use crate::service::answer::{batch_response, body_of, check_answer, set_headers};
+use super::respond::{batch_response, check_answer};
+use crate::service::answer::{body_of, set_headers};
 use crate::service::app::App;
 use crate::service::json::{ApiError, JSON, PROBLEM_JSON};
 use crate::service::limiter::CheckInput;

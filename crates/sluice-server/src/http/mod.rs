@@ -10,6 +10,7 @@
 //!   Envoy RLS and RESP;
 //! - [`error`]: the JSON error shape and body parsing;
 //! - [`large_bodies`]: the 413 of a declared body over the limit, before it is read.
+//! - [`respond`]: the service's answers and errors made axum responses.
 //!
 //! Here: the router and the operational routes (`/healthz`, `/readyz`, `/metrics`,
 //! `/v1/policies`). Decisions come from the [`Limiter`](crate::service::limiter::Limiter) only.
@@ -22,6 +23,7 @@ mod check;
 pub mod error;
 pub mod forward_auth;
 mod large_bodies;
+mod respond;
 mod slo;
 mod top;
 
@@ -34,9 +36,10 @@ use http::{HeaderMap, HeaderValue, StatusCode};
 use serde::Serialize;
 use sluice_api::{MAX_BODY_BYTES, codes};
 
+use self::respond::json_response;
 use crate::exposition::Format;
 use crate::service::app::App;
-use crate::service::json::{ApiError, json_response};
+use crate::service::json::ApiError;
 use error::{method_not_allowed, not_found};
 
 /// The router of the API.

@@ -2,14 +2,11 @@
 //! (`X-RateLimit-*`, `RateLimit`, `RateLimit-Policy`, `Retry-After`), shared by the check API,
 //! forward-auth and the Envoy RLS.
 
-use axum::response::Response;
 use http::header::RETRY_AFTER;
-use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
+use http::{HeaderMap, HeaderName, HeaderValue};
 use sluice_api::{BatchResponse, CheckResponse, Problem};
 
-use crate::service::json::{
-    ANSWER_CAPACITY, ONE, PROBLEM_JSON, json_bytes, json_response, json_with, serde_into,
-};
+use crate::service::json::ONE;
 use crate::service::limiter::Verdict;
 
 const X_LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-limit");
@@ -19,22 +16,6 @@ const X_DEGRADED: HeaderName = HeaderName::from_static("x-ratelimit-degraded");
 const X_SHADOW: HeaderName = HeaderName::from_static("x-ratelimit-shadow");
 const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
 const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
-
-/// One check's answer: written directly when it is plain (every allowed answer), through
-/// serde otherwise; the same text either way.
-pub(crate) fn check_answer(
-    status: StatusCode,
-    content_type: HeaderValue,
-    body: &CheckResponse,
-) -> Response {
-    let mut bytes = Vec::with_capacity(ANSWER_CAPACITY);
-    if body.write_plain_json(&mut bytes) {
-        json_bytes(status, content_type, bytes)
-    } else {
-        // `write_plain_json` left the buffer empty: serde writes into the same allocation.
-        serde_into(status, content_type, bytes, body)
-    }
-}
 
 pub(crate) fn body_of(verdict: &Verdict) -> CheckResponse {
     let d = &verdict.decision;
@@ -52,7 +33,9 @@ pub(crate) fn body_of(verdict: &Verdict) -> CheckResponse {
     }
 }
 
-pub(crate) fn batch_response(verdicts: &[Verdict]) -> Response {
+/// The body of a batch's answer: whether every check was allowed, each check's answer, and
+/// the policies that denied.
+pub(crate) fn batch_body(verdicts: &[Verdict]) -> BatchResponse {
     let allowed = verdicts.iter().all(|v| v.allowed);
     let mut violated: Vec<String> = Vec::new();
     for v in verdicts.iter().filter(|v| !v.allowed) {
@@ -60,24 +43,15 @@ pub(crate) fn batch_response(verdicts: &[Verdict]) -> Response {
             violated.push(v.policy.name.to_string());
         }
     }
-    let body = BatchResponse {
+    BatchResponse {
         allowed,
         results: verdicts.iter().map(body_of).collect(),
         problem: (!allowed).then(|| Problem::quota_exceeded(violated)),
-    };
-    let mut response = if allowed {
-        json_response(StatusCode::OK, &body)
-    } else {
-        json_with(StatusCode::TOO_MANY_REQUESTS, PROBLEM_JSON, &body)
-    };
-    if let Some(worst) = most_restrictive(verdicts) {
-        set_headers(response.headers_mut(), worst);
     }
-    response
 }
 
 /// The denied result with the longest wait, else the allowed one with the least left.
-fn most_restrictive(verdicts: &[Verdict]) -> Option<&Verdict> {
+pub(crate) fn most_restrictive(verdicts: &[Verdict]) -> Option<&Verdict> {
     verdicts
         .iter()
         .filter(|v| !v.allowed)

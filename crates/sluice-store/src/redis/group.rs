@@ -18,7 +18,7 @@ use sluice_core::Algorithm;
 
 use super::answers::{GroupAnswer, group_answers, outcome};
 use super::lanes::{Answer, CheckCall, Entry, Joined, PARAM_BYTES, Queued};
-use super::runner::{Lane, ScriptRunner};
+use super::runner::{GroupCall, Lane, ScriptRunner};
 use super::script_store::ScriptStore;
 use super::scripts::ScriptId;
 use crate::error::StoreError;
@@ -189,7 +189,12 @@ async fn group_call<'c, C: ScriptRunner + ?Sized>(
     let script = store.script(ScriptId::Group);
     match store
         .client()
-        .eval_group(script, lane, &keys, &args)
+        .eval_group(GroupCall {
+            script,
+            lane,
+            keys: &keys,
+            args: &args,
+        })
         .await?
     {
         Some(reply) => group_answers(&reply, count, entries().map(|e| e.params.limit)),

@@ -9,21 +9,21 @@ use std::sync::Arc;
 
 use sluice_core::Decision;
 
-use super::{Limiter, Resolved, Started, Verdict};
+use super::{Limiter, Resolved};
 use crate::metrics::{CandidateLabels, Metrics};
 use crate::service::policy::{NO_TIER, PolicySet};
 
 impl Limiter {
-    /// The verdict of `decision` for a check the candidate decided `judged`: the caller's
-    /// answer is `decision`'s alone; `judged` is counted.
-    pub(super) fn verdict_judged(
+    /// Records `judged`, what the candidate of the check `r` decided beside `decision` (the
+    /// caller's answer is `decision`'s alone): in the top keys and in
+    /// `rate_limit_candidate_decisions_total`.
+    pub(super) fn record_judged(
         &self,
-        r: Resolved<'_>,
-        decision: Decision,
+        r: &Resolved<'_>,
+        decision: &Decision,
         judged: &Decision,
         now_ms: u64,
-        started: Started,
-    ) -> Verdict {
+    ) {
         self.top.record_with_candidate(
             &r.policy.name,
             r.check.key,
@@ -41,7 +41,6 @@ impl Limiter {
                     outcome: CandidateLabels::outcome(judged.allowed),
                 }
             });
-        self.answer(r, decision, now_ms, started)
     }
 }
 

@@ -43,10 +43,9 @@ impl Limiter {
                 }),
         };
         match decided.and_then(|decided| judged(&one.check, decided)) {
-            Ok((decision, Some(judged))) => {
-                Ok(self.verdict_judged(one, decision, &judged, now_ms, started))
+            Ok((decision, judged)) => {
+                Ok(self.verdict(one, decision, judged.as_ref(), now_ms, started))
             }
-            Ok((decision, None)) => Ok(self.verdict(one, decision, now_ms, started)),
             Err(err) => self
                 .failed(vec![one], &err, now_ms, started)?
                 .pop()
@@ -94,10 +93,7 @@ impl Limiter {
                 .into_iter()
                 .zip(decisions)
                 .zip(judged)
-                .map(|((r, d), judged)| match judged {
-                    Some(j) => self.verdict_judged(r, d, &j, now_ms, started),
-                    None => self.verdict(r, d, now_ms, started),
-                })
+                .map(|((r, d), judged)| self.verdict(r, d, judged.as_ref(), now_ms, started))
                 .collect()),
             Err(err) => self.failed(resolved, &err, now_ms, started),
         }

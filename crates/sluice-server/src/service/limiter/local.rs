@@ -50,7 +50,7 @@ impl Limiter {
             .answer(&slot, &one.check.params, cost, now_ms)
         {
             lease.local(&one.policy.name, Source::DeniedCache);
-            return Ok(self.verdict(one, decision, now_ms, started));
+            return Ok(self.verdict(one, decision, None, now_ms, started));
         }
         let leasable = leases::leased(&one.check.params);
         let mut grant = None;
@@ -75,7 +75,7 @@ impl Limiter {
                         retry_after_ms: 0,
                         delay_ms: 0,
                     };
-                    return Ok(self.verdict(one, decision, now_ms, started));
+                    return Ok(self.verdict(one, decision, None, now_ms, started));
                 }
                 Take::Acquire(g) => grant = Some(g),
                 Take::Backend => {}
@@ -100,7 +100,7 @@ impl Limiter {
                 self.local
                     .denied
                     .remember(&slot, &one.check.params, cost, now_ms, &decision);
-                Ok(self.verdict(one, decision, now_ms, started))
+                Ok(self.verdict(one, decision, None, now_ms, started))
             }
             Err(err) => self
                 .failed(vec![one], &err, now_ms, started)?
