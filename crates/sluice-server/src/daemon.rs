@@ -9,13 +9,13 @@ use std::future::Future;
 use std::io;
 use std::time::Duration;
 
-use crate::config::ConnectionSettings;
 use crate::http;
 use crate::server::{
     ConnectionGate, HTTP_OVERLOADED, Listeners, Stop, accept, connection, fd_limit, linger, stop,
     unix,
 };
 use crate::service::app::App;
+use sluice_config::ConnectionSettings;
 
 /// How often the store forgets expired keys.
 const HOUSEKEEPING_EVERY: Duration = Duration::from_secs(1);

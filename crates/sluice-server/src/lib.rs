@@ -6,13 +6,14 @@
 //! into it, [`server`] accepts their connections, and [`daemon`] wires the two. No top-level
 //! module imports one that imports it (a test of the repository says so).
 //!
-//! - [`config`]: a leaf: the TOML file as written ([`config::schema`]), where it comes from
-//!   ([`config::load`]) and its compile into typed [`config::Settings`]; [`config_watch`]: a
-//!   changed file reloads as SIGHUP does.
-//! - [`service`]: [`App`] and its reload; the one compile of a configuration
-//!   ([`service::compile`]: the settings, the policies and the RLS rules, used by start,
-//!   SIGHUP and `--check-config` alike); [`service::policy`], [`service::overrides`],
-//!   [`service::rls_rules`]; [`service::snapshot`], all the run-time settings decide as one
+//! The configuration is the crate `sluice-config`'s: the TOML file as written, where it comes
+//! from, and its one compile into typed settings, the policies and the RLS rules (shared with
+//! the `sluice` CLI and the stores). [`config_watch`]: a changed file reloads as SIGHUP does.
+//!
+//! - [`service`]: [`App`] and its reload; the configuration as the daemon runs on it
+//!   ([`service::compiled`]: sluice-config's compile with each policy's metric series and the
+//!   Redis client's URL check, used by start, SIGHUP and `--check-config` alike);
+//!   [`service::overrides`]; [`service::snapshot`], all the run-time settings decide as one
 //!   version, compiled and published by [`service::writer`], the one task that writes them
 //!   (reloads, the overrides poll, admin changes); the stores ([`service::stores`], [`service::clients`],
 //!   [`service::health`]); [`service::limiter`], the one place that calls a store; and
@@ -29,7 +30,19 @@
 //!   (and [`service::slo`], the last hour of every policy for `GET /v1/status`);
 //!   [`exposition`]: the text format `/metrics` answers in; [`clock`]: the time checks are
 //!   stamped with.
-//! - [`testing`] (feature `test-support`): an in-process daemon for every crate's tests.
+//! - [`testing`] (feature `test-support`): an in-process daemon, and `sluice-client` clients of
+//!   it, for every crate's tests.
+//!
+//! # What is public
+//!
+//! What `main.rs`, the tests, the benches and the fuzz target use, no more: [`App`] and the
+//! load of a configuration ([`service::load`]), the stores, the limiter's check input and
+//! the wait for the backends ([`service::stores`], [`service::limiter`], [`service::connect`]);
+//! [`daemon::serve_until`]; the sockets `main.rs` binds and announces ([`server::bind`],
+//! [`server::activation`], [`server::fd_limit`]); [`telemetry`], [`config_watch`], [`clock`],
+//! [`top`]; the Envoy RLS wire types ([`rls`]); the RESP frame reader ([`resp::connection`]);
+//! and [`testing`]. Everything else is `pub(crate)`: the transports, the metrics, the answers
+//! and the run-time settings are the daemon's own.
 //!
 //! # One check, from the socket to the store and back
 //!
@@ -59,14 +72,17 @@
 //! every check of the read at once through the limiter, and `resp/reply.rs` writes the
 //! replies in one write.
 
+// The map above names private modules too, for whoever reads the source (`cargo doc
+// --document-private-items` renders them).
+#![allow(rustdoc::private_intra_doc_links)]
+
 pub mod clock;
-pub mod config;
 pub mod config_watch;
 pub mod daemon;
-pub mod exposition;
-pub mod histogram;
-pub mod http;
-pub mod metrics;
+pub(crate) mod exposition;
+pub(crate) mod histogram;
+pub(crate) mod http;
+pub(crate) mod metrics;
 pub mod resp;
 pub mod rls;
 pub mod server;

@@ -7,9 +7,9 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use clap::Parser;
+use sluice_config::ConfigSource;
 use sluice_server::App;
 use sluice_server::clock::SystemClock;
-use sluice_server::config::ConfigSource;
 use sluice_server::config_watch::ConfigWatch;
 use sluice_server::server;
 use sluice_server::server::activation::{self, Inherited};

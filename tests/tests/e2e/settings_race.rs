@@ -14,8 +14,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use http::Method;
 use sluice_api::CheckRequest;
-use sluice_server::config::ConfigSource;
-use sluice_tests::{Daemon, DaemonClients, header};
+use sluice_config::ConfigSource;
+use sluice_tests::{Daemon, header};
 
 use crate::admin::{TOKEN, admin};
 use crate::backends::Backend;

@@ -25,7 +25,7 @@ use super::respond::json_response;
 use crate::service::app::App;
 use crate::service::json::ApiError;
 use crate::service::overrides::CandidateSource;
-use crate::service::policy::params_view;
+use sluice_config::policy::params_view;
 
 /// `GET …/candidate`: the candidate in force, or 404.
 pub(super) async fn show(

@@ -77,7 +77,7 @@ async fn decide(
             )
         })?),
     };
-    let key = app.limiter.snapshot().forward_auth.key_of(headers)?;
+    let key = super::caller::key_of(&app.limiter.snapshot().forward_auth, headers)?;
     let tier = query
         .get("tier")
         .map(String::as_str)

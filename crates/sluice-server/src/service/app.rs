@@ -4,9 +4,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::compile::Compiled;
+use super::compiled::Compiled;
 use crate::clock::Clock;
-use crate::config::{ConfigSource, RegionSettings};
 use crate::metrics::Metrics;
 use crate::service::limiter::Limiter;
 use crate::service::overrides::RuntimeLimits;
@@ -14,6 +13,7 @@ use crate::service::slo::StatusWindow;
 use crate::service::snapshot::Snapshot;
 use crate::service::stores::Stores;
 use crate::service::writer::Writer;
+use sluice_config::{ConfigSource, RegionSettings};
 
 /// The bound on store calls when the settings have none (process memory cannot hang; a test
 /// store standing in for Redis still gets one).

@@ -23,8 +23,8 @@ use sluice_store::{
     SettingKind, Store, StoreError, StoreExt, StoreKind, StoredSetting, Unspent,
 };
 
-use crate::config::BackendSettings;
 use crate::service::clients::WithOverrides;
+use sluice_config::BackendSettings;
 
 /// Failed checks in a row before the backend counts as down (one timeout is no outage).
 pub const DOWN_AFTER: u64 = 3;

@@ -17,8 +17,9 @@ use std::collections::BTreeMap;
 use sluice_store::{CandidateOverride, LimitOverride, Settings};
 
 use super::merge::merged;
-use crate::config::{FieldError, PolicyConfig};
-use crate::service::policy::{NO_TIER, PolicySet};
+use crate::service::compiled::PolicySet;
+use sluice_config::policy::NO_TIER;
+use sluice_config::{FieldError, PolicyConfig};
 
 /// The sources of the effective policies: the file's policies and the backend's settings as
 /// last read. A value: the one writer of the run-time settings
@@ -470,7 +471,7 @@ mod tests {
         assert!(!public.tiers.contains_key("gold"), "no tier gold to judge");
 
         let mut with_gold = file(120);
-        let gold = crate::config::TierConfig {
+        let gold = sluice_config::TierConfig {
             limit: Some(50),
             burst: None,
         };

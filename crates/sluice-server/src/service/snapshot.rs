@@ -8,10 +8,11 @@
 
 use std::sync::Arc;
 
-use crate::config::forward_auth::CallerRules;
+use sluice_config::forward_auth::CallerRules;
+use sluice_config::rls_rules::Rules;
+
+use crate::service::compiled::PolicySet;
 use crate::service::overrides::RuntimeLimits;
-use crate::service::policy::PolicySet;
-use crate::service::rls_rules::Rules;
 
 /// What checks and answers read, as one version.
 #[derive(Debug)]
@@ -22,7 +23,7 @@ pub struct Snapshot {
     /// `[forward_auth]`.
     pub forward_auth: Arc<CallerRules>,
     /// What `policies` was compiled from.
-    pub limits: RuntimeLimits,
+    pub(crate) limits: RuntimeLimits,
 }
 
 /// A snapshot of `policies` alone (no RLS rule, the default forward-auth), for a limiter on

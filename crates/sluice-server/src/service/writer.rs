@@ -15,10 +15,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
+use sluice_config::{ConfigSource, RegionSettings};
 use sluice_store::{OverrideStore, StoreError};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::config::{ConfigSource, RegionSettings};
 use crate::service::limiter::Limiter;
 use crate::service::snapshot::Snapshot;
 
@@ -149,7 +149,7 @@ impl Task {
     /// `rate_limit_config_reloads_total`.
     fn reload(&self, source: &ConfigSource) {
         let current = self.limiter.snapshot();
-        let compiled = super::compile::load(source)
+        let compiled = super::compiled::load(source)
             .map_err(|err| err.to_string())
             .and_then(|compiled| {
                 let settings = compiled.settings;

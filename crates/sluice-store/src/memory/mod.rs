@@ -30,40 +30,19 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use ahash::RandomState;
 use async_trait::async_trait;
 use parking_lot::Mutex;
-use sluice_core::{Decision, Params, State};
+use sluice_core::{Decision, Params, SplitMix, State, candidate_decision};
 
 use self::keys::{Expiry, hash_of};
 use self::overrides::Overrides;
 use self::shard::Shard;
+use sluice_config::backend::MemoryStoreConfig;
+
 use crate::error::StoreError;
 use crate::settings::{SettingKey, SettingKind, StoredSetting};
 use crate::store::{
     Capabilities, Check, Decided, KeyTable, OverrideStore, Store, StoreKind, Unspent,
-    candidate_check, candidate_decision, candidate_policy,
+    candidate_check, candidate_policy,
 };
-
-/// Sizing of a [`MemoryStore`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct MemoryStoreConfig {
-    /// Most keys tracked at once (`backend.max_keys`).
-    pub max_keys: u64,
-    /// Number of independently locked shards; rounded up to a power of two.
-    pub shards: usize,
-    /// How long a key is kept past its state's expiry, by housekeeping and by eviction alike,
-    /// for a check stamped before that expiry that reaches its shard after it (see
-    /// [`crate::grace::expiry_grace`]). Default [`CLOCK_MARGIN`](crate::grace::CLOCK_MARGIN).
-    pub grace: std::time::Duration,
-}
-
-impl Default for MemoryStoreConfig {
-    fn default() -> Self {
-        MemoryStoreConfig {
-            max_keys: 1_000_000,
-            shards: 64,
-            grace: crate::grace::CLOCK_MARGIN,
-        }
-    }
-}
 
 /// In-process store with sharded locking and bounded memory.
 #[derive(Debug)]
@@ -100,7 +79,7 @@ impl MemoryStore {
             shards: (0..shards)
                 .map(|at| {
                     Mutex::new(Shard {
-                        sampler: at as u64,
+                        sampler: SplitMix(at as u64),
                         ..Shard::default()
                     })
                 })

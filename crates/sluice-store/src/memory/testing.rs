@@ -6,7 +6,7 @@ use crate::store::Check;
 
 pub(super) const T0: u64 = 1_700_000_000_000;
 /// The default grace, in ms: keys are forgotten only this long after their expiry.
-pub(super) const GRACE_MS: u64 = crate::grace::CLOCK_MARGIN.as_millis() as u64;
+pub(super) const GRACE_MS: u64 = sluice_config::backend::CLOCK_MARGIN.as_millis() as u64;
 
 pub(super) fn check<'a>(key: &'a str, params: Params, cost: u64) -> Check<'a> {
     Check::new("p", key, params, cost)

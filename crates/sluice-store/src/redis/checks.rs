@@ -10,7 +10,7 @@
 //! a cost beyond the candidate's capacity is sent as a peek and answered as a rejection.
 
 use async_trait::async_trait;
-use sluice_core::{CheckError, Decision, Params};
+use sluice_core::{CheckError, Decision, Params, candidate_cost, candidate_decision};
 
 use super::answers::{FIELDS, Outcome, outcome};
 use super::group;
@@ -20,9 +20,7 @@ use super::runner::ScriptRunner;
 use super::script_store::ScriptStore;
 use super::scripts::{ScriptId, algorithm_code};
 use crate::error::StoreError;
-use crate::store::{
-    Capabilities, Check, Decided, Store, StoreKind, Unspent, candidate_cost, candidate_decision,
-};
+use crate::store::{Capabilities, Check, Decided, Store, StoreKind, Unspent};
 
 #[async_trait]
 impl<C: ScriptRunner + ?Sized> Store for ScriptStore<C> {

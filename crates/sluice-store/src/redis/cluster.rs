@@ -35,7 +35,9 @@ use super::redirect::{self, Redirects};
 use super::runner::{GroupCall, Lane, ScriptCall, ScriptRunner};
 use super::script_store::ScriptStore;
 use super::scripts::Script;
-use crate::config::{ClusterStoreConfig, ConfigError, check_common, credentials, parse_node};
+use sluice_config::backend::ClusterStoreConfig;
+use sluice_config::backend::stores::{ConfigError, check_common, credentials, parse_node};
+
 use crate::error::StoreError;
 use crate::store::StoreKind;
 

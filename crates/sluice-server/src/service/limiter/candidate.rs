@@ -11,7 +11,8 @@ use sluice_core::Decision;
 
 use super::{Limiter, Resolved};
 use crate::metrics::{CandidateLabels, Metrics};
-use crate::service::policy::{NO_TIER, PolicySet};
+use crate::service::compiled::PolicySet;
+use sluice_config::policy::NO_TIER;
 
 impl Limiter {
     /// Records `judged`, what the candidate of the check `r` decided beside `decision` (the
@@ -71,10 +72,10 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::config::PolicyConfig;
-    use crate::config::schema::CandidateConfig;
     use crate::service::limiter::CheckInput;
     use crate::testing::Down;
+    use sluice_config::PolicyConfig;
+    use sluice_config::schema::CandidateConfig;
 
     fn limiter(store: Arc<dyn sluice_store::Store>) -> Limiter {
         let policy = |candidate: Option<u64>| PolicyConfig {

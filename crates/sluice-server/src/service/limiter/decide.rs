@@ -11,7 +11,8 @@ use sluice_store::{Check, Decided, StoreError, StoreKind};
 use tracing::Span;
 
 use super::{CheckInput, LimitError, Limiter, Resolved, Shape, Started, Verdict};
-use crate::service::policy::{PolicySet, Scope};
+use crate::service::compiled::PolicySet;
+use sluice_config::policy::Scope;
 
 impl Limiter {
     /// Resolves one check (a single check, or a batch of one), decides it in one store call

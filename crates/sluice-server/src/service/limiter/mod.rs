@@ -28,11 +28,12 @@ use sluice_store::{Check, Store, StoreError, StoreExt};
 use tracing::Span;
 
 use crate::metrics::Metrics;
-use crate::service::policy::{Limit, NO_TIER, OTHER, Policy, Scope};
+use crate::service::compiled::Policy;
 use crate::service::snapshot::Snapshot;
 use crate::service::stores::RegionStores;
 use crate::telemetry::{self, TraceParent};
 use crate::top::TopKeys;
+use sluice_config::policy::{Limit, NO_TIER, OTHER, Scope};
 
 /// Whether checks came as one check or as a batch (which names its fields `checks[i].…`
 /// and lists its policies on the span).
@@ -449,9 +450,9 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
-    use crate::config::PolicyConfig;
-    use crate::service::policy::PolicySet;
+    use crate::service::compiled::PolicySet;
     use crate::testing::{Down, Hung};
+    use sluice_config::PolicyConfig;
 
     fn limiter(store: Arc<dyn Store>) -> Limiter {
         let policy = |fail: &str| PolicyConfig {

@@ -7,7 +7,7 @@ use sluice_store::StoreError;
 
 use super::{LimitError, Limiter, Resolved, Started, Verdict};
 use crate::metrics::{PolicyTierLabels, RequestLabels};
-use crate::service::policy::FailMode;
+use sluice_config::policy::FailMode;
 
 impl Limiter {
     /// The verdict of `decision` for the check `r`, and `judged`, what its candidate decided

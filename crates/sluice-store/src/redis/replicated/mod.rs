@@ -66,9 +66,11 @@ use super::scripts::ScriptId;
 use crate::error::StoreError;
 use crate::store::{Capabilities, Check, Decided, Store, StoreKind, Unspent};
 
-mod budget;
-
-pub use budget::{Replication, check_budget, partition_cap, unacked_cap, unreplicable};
+// The budget's arithmetic is the config's too (a replicated policy's budget is checked when
+// the config compiles), so it lives in sluice-config.
+pub use sluice_config::backend::replication::{
+    DEFAULT_MAX_PENDING, Replication, check_budget, partition_cap, unacked_cap, unreplicable,
+};
 
 /// A backend other regions can write into: one Redis or a Redis Cluster
 /// (`SharedBackend::from(store)`).
@@ -163,9 +165,6 @@ pub struct ReplicatedStoreConfig {
     /// Most buffered (limit, window) entries per peer. Default 100 000.
     pub max_pending: usize,
 }
-
-/// Default `max_pending`.
-pub const DEFAULT_MAX_PENDING: usize = 100_000;
 
 /// A buffered total for one peer.
 #[derive(Debug, Clone, Copy)]

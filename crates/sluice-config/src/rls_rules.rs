@@ -4,8 +4,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use crate::config::error::FieldError;
-use crate::config::schema::{PolicyConfig, RlsConfig};
+use crate::error::FieldError;
+use crate::schema::{PolicyConfig, RlsConfig};
 
 /// Every rule, by domain.
 #[derive(Debug, Default)]
@@ -235,7 +235,7 @@ fn parse_template(template: &str, keys: &[String]) -> Result<Vec<Part>, String> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::RlsDescriptorConfig;
+    use crate::RlsDescriptorConfig;
 
     fn policies() -> BTreeMap<String, PolicyConfig> {
         BTreeMap::from([("public".to_owned(), PolicyConfig::default())])

@@ -1,10 +1,24 @@
 //! `[backend]` (and the backends of `[region]`) as typed settings: which store to build, with
 //! the store's own configuration, checked by the store's own rules without connecting.
+//!
+//! The stores' configurations are defined here, not in sluice-store, so the compile needs no
+//! Redis client: [`stores`] (each backend's settings and their checks), [`grace`] (how long a
+//! key outlives its state) and [`replication`] (the overshoot budget of a replicated policy).
+//! sluice-store builds on them and re-exports them. The one check only a client can make,
+//! whether it parses a Redis URL, is handed in as a [`UrlCheck`].
+
+pub mod grace;
+pub mod replication;
+pub mod stores;
 
 use std::time::Duration;
 
-use sluice_store::{ClusterStoreConfig, MemoryStoreConfig, RedisStoreConfig};
-use sluice_store::{ConfigError as StoreConfigError, redact_url};
+pub use self::grace::{CLOCK_MARGIN, expiry_grace};
+pub use self::stores::{
+    ClusterStoreConfig, ConfigError as StoreConfigError, DEFAULT_CONNECT_TIMEOUT,
+    DEFAULT_MAX_IN_FLIGHT, DEFAULT_TIMEOUT, MemoryStoreConfig, RedisStoreConfig, UrlCheck,
+    redact_url,
+};
 
 use super::error::FieldError;
 
@@ -84,11 +98,17 @@ impl BackendSettings {
 }
 
 /// Runs the store's own checks of `settings` (URL and node syntax) without connecting,
-/// naming `section`'s field of the problem.
-pub(crate) fn check_store(settings: &BackendSettings, section: &str, errors: &mut Vec<FieldError>) {
+/// naming `section`'s field of the problem; `redis_url` is the client's parse of a Redis URL
+/// (`None`: no client to ask, the URL is not checked).
+pub(crate) fn check_store(
+    settings: &BackendSettings,
+    section: &str,
+    redis_url: Option<UrlCheck>,
+    errors: &mut Vec<FieldError>,
+) {
     let checked = match settings {
         BackendSettings::Memory(_) => Ok(()),
-        BackendSettings::Redis(config) => config.validate(),
+        BackendSettings::Redis(config) => config.validate(redis_url),
         BackendSettings::Cluster(config) => config.validate(),
     };
     if let Err(err) = checked {

@@ -11,9 +11,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use sluice_store::{ClusterStoreConfig, MemoryStoreConfig, RedisStoreConfig};
-
-use super::backend::{BackendSettings, check_store};
+use super::backend::{
+    BackendSettings, ClusterStoreConfig, MemoryStoreConfig, RedisStoreConfig, UrlCheck, check_store,
+};
 use super::error::FieldError;
 use super::forward_auth::CallerRules;
 use super::parse::{parse_mode, parse_positive_duration};
@@ -103,11 +103,12 @@ pub struct TelemetrySettings {
     pub log_format: LogFormat,
 }
 
-/// Compiles `config`, or reports every problem of it.
-pub fn compile(config: &Config) -> Result<Settings, Vec<FieldError>> {
+/// Compiles `config`, or reports every problem of it; `redis_url` is the Redis client's parse
+/// of a URL (see [`UrlCheck`]).
+pub fn compile(config: &Config, redis_url: Option<UrlCheck>) -> Result<Settings, Vec<FieldError>> {
     let mut errors = Vec::new();
     let listen = compile_listen(&config.listen, &mut errors);
-    let backend = compile_backend(&config.backend, &mut errors);
+    let backend = compile_backend(&config.backend, redis_url, &mut errors);
     let telemetry = compile_telemetry(&config.telemetry, &mut errors);
     if config.policies.is_empty() {
         errors.push(FieldError::new(
@@ -119,7 +120,7 @@ pub fn compile(config: &Config) -> Result<Settings, Vec<FieldError>> {
     let forward_auth = CallerRules::compile(&config.forward_auth)
         .map_err(|mut caller_errors| errors.append(&mut caller_errors))
         .ok();
-    let region = compile_region(&config.region, &config.backend, &mut errors);
+    let region = compile_region(&config.region, &config.backend, redis_url, &mut errors);
     match (listen, backend, telemetry, forward_auth, region) {
         (Some(listen), Some(backend), Some(telemetry), Some(forward_auth), Some(region))
             if errors.is_empty() =>
@@ -286,6 +287,7 @@ pub(crate) fn listen_addr(
 
 fn compile_backend(
     config: &BackendConfig,
+    redis_url: Option<UrlCheck>,
     errors: &mut Vec<FieldError>,
 ) -> Option<BackendSettings> {
     let before = errors.len();
@@ -352,7 +354,7 @@ fn compile_backend(
     if errors.len() > before {
         return None;
     }
-    check_store(&settings, "backend", errors);
+    check_store(&settings, "backend", redis_url, errors);
     (errors.len() == before).then_some(settings)
 }
 
@@ -404,7 +406,7 @@ fn compile_telemetry(
             format!(
                 "{:?} {why}; expected the http:// or https:// URL of an OTLP/gRPC collector, \
                  e.g. \"http://127.0.0.1:4317\"",
-                sluice_store::redact_url(endpoint)
+                crate::backend::redact_url(endpoint)
             ),
         ));
     }

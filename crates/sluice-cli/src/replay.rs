@@ -9,11 +9,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, ValueEnum};
+use sluice_config::policy::PolicySet;
+use sluice_config::{Compiled, ConfigSource};
 use sluice_replay::{
     Format, ReplayOptions, ReplayPolicy, Report, render_html, render_text, replay,
 };
-use sluice_server::config::ConfigSource;
-use sluice_server::service::policy::PolicySet;
 
 /// `sluice replay`'s flags.
 #[derive(Debug, Args)]
@@ -81,7 +81,9 @@ pub fn run(args: ReplayArgs) -> ExitCode {
 
 fn replay_and_print(args: ReplayArgs) -> Result<(), String> {
     let options = options(&args)?;
-    let compiled = sluice_server::service::load(&ConfigSource::File(args.config.clone()))
+    // The daemon's own compile; the backend is never connected to, so no Redis client is asked
+    // about its URL.
+    let compiled: Compiled = sluice_config::load(&ConfigSource::File(args.config.clone()), None)
         .map_err(|error| error.to_string())?;
     let policies = replay_policies(&compiled.policies);
     let report = replay(&policies, &args.logs, &options).map_err(|error| error.to_string())?;

@@ -6,10 +6,11 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Deserializer, Serialize};
-use sluice_store::replicated::DEFAULT_MAX_PENDING;
+
+use crate::backend::replication::DEFAULT_MAX_PENDING;
 
 /// The policies compiled into the binary: what `sluiced` serves with no `--config`.
-pub const BUILTIN_TOML: &str = include_str!("../../../../examples/sluice.toml");
+pub const BUILTIN_TOML: &str = include_str!("../../../examples/sluice.toml");
 
 /// The name errors give to the built-in file.
 pub const BUILTIN_NAME: &str = "<built-in examples/sluice.toml>";

@@ -2,8 +2,8 @@
 
 use sluice_core::Algorithm;
 
-use crate::config::FieldError;
-use crate::config::parse::parse_duration_ms;
+use crate::FieldError;
+use crate::parse::parse_duration_ms;
 
 /// The algorithm named `text`, or the error at field `at`.
 pub(super) fn algorithm(at: &str, text: &str, errors: &mut Vec<FieldError>) -> Option<Algorithm> {

@@ -8,6 +8,9 @@ use std::time::Duration;
 
 use sluice_core::Algorithm;
 
+/// Default `max_pending` (`region.max_pending`): most buffered (limit, window) entries per peer.
+pub const DEFAULT_MAX_PENDING: usize = 100_000;
+
 /// Replication settings of one policy.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Replication {

@@ -5,14 +5,15 @@
 //! Compiling refuses every combination that cannot keep its promise, each with the reason: a
 //! scope without the backend it needs, an algorithm whose state cannot be merged across
 //! regions, a budget that `sync_interval` cannot keep at the policy's rate (the bound is
-//! derived in `sluice_store::replicated`). The region is read once at start: a reload that
+//! derived in [`crate::backend::replication`]). The region is read once at start: a reload that
 //! changes it is refused.
 
 use std::collections::HashSet;
 
-use sluice_store::{ClusterStoreConfig, DEFAULT_CONNECT_TIMEOUT, RedisStoreConfig};
-
-use super::backend::{BackendSettings, check_store};
+use super::backend::{
+    BackendSettings, ClusterStoreConfig, DEFAULT_CONNECT_TIMEOUT, RedisStoreConfig, UrlCheck,
+    check_store,
+};
 use super::error::FieldError;
 use super::parse::{is_valid_name, parse_positive_duration};
 use super::schema::{BackendConfig, RegionConfig, RemoteConfig};
@@ -38,6 +39,7 @@ fn compile_remote(
     config: &RemoteConfig,
     field: &str,
     backend: &BackendConfig,
+    redis_url: Option<UrlCheck>,
     errors: &mut Vec<FieldError>,
 ) -> Option<BackendSettings> {
     let before = errors.len();
@@ -88,7 +90,7 @@ fn compile_remote(
             None
         }
     }?;
-    check_store(&settings, field, errors);
+    check_store(&settings, field, redis_url, errors);
     (errors.len() == before).then_some(settings)
 }
 
@@ -96,6 +98,7 @@ fn compile_remote(
 pub(crate) fn compile_region(
     region: &RegionConfig,
     backend: &BackendConfig,
+    redis_url: Option<UrlCheck>,
     errors: &mut Vec<FieldError>,
 ) -> Option<RegionSettings> {
     let before = errors.len();
@@ -119,13 +122,13 @@ pub(crate) fn compile_region(
                 "the global backend has no region name",
             ));
         }
-        compile_remote(global, "region.global", backend, errors)
+        compile_remote(global, "region.global", backend, redis_url, errors)
     });
     let mut seen = HashSet::new();
     let mut peers = Vec::new();
     for (i, peer) in region.peers.iter().enumerate() {
         let field = format!("region.peers[{i}]");
-        if let Some(settings) = compile_remote(peer, &field, backend, errors) {
+        if let Some(settings) = compile_remote(peer, &field, backend, redis_url, errors) {
             peers.push((peer.name.clone(), settings));
         }
         if !is_valid_name(&peer.name) {
@@ -166,6 +169,7 @@ pub(crate) fn compile_region(
             },
             "backend",
             backend,
+            redis_url,
             errors,
         )
         .map(|local| match local {
@@ -190,8 +194,8 @@ pub(crate) fn compile_region(
 mod tests {
     use figment::providers::Env;
 
-    use crate::config::ConfigSource;
-    use crate::service::compile::load_with_env;
+    use crate::ConfigSource;
+    use crate::compiled::load_with_env;
 
     const REGION: &str = r#"
 [backend]
@@ -205,12 +209,13 @@ peers = [ { name = "ap-northeast", kind = "redis", url = "redis://10.1.0.5:6379"
 
     /// `(field, message)` of every problem of `toml`, or none.
     fn problems(toml: &str) -> Vec<(String, String)> {
-        match load_with_env(
+        match load_with_env::<()>(
             &ConfigSource::Text {
                 name: "t.toml".into(),
                 toml: toml.into(),
             },
             Env::raw().only(&[]),
+            None,
         ) {
             Ok(_) => Vec::new(),
             Err(err) => err

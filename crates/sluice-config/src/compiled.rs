@@ -1,36 +1,45 @@
-//! The one compile of a configuration the daemon runs on: the configuration's own settings
-//! ([`crate::config`]) and, from the same tree in the same pass, what only the service knows
-//! how to build: the policies checks are decided on, the RLS rules that map descriptors to
-//! them, and the policies' scopes checked against `[region]`. Start, SIGHUP reload,
-//! `--check-config` and the tests all load through [`load`], so every problem is reported at
-//! once and what `--check-config` accepts the daemon accepts.
+//! The one compile of a configuration: the settings ([`crate::compile()`]) and, from the same
+//! tree in the same pass, the policies checks are decided on, the RLS rules that map
+//! descriptors to them, and the policies' scopes checked against `[region]`. The daemon's
+//! start, SIGHUP reload and `--check-config`, `sluice replay` and the tests all load through
+//! [`load`], so every problem is reported at once and what `--check-config` accepts the
+//! daemon accepts.
 
 use figment::providers::Env;
-use sluice_store::replicated;
 
-use crate::config::{
-    self, BackendConfig, Config, ConfigError, ConfigSource, FieldError, RegionConfig, Settings,
-};
-use crate::service::policy::{PolicySet, Scope};
-use crate::service::rls_rules::Rules;
+use crate::backend::UrlCheck;
+use crate::backend::replication;
+use crate::load::{env_provider, load_with};
+use crate::policy::{Meters, PolicySet, Scope};
+use crate::rls_rules::Rules;
+use crate::{BackendConfig, Config, ConfigError, ConfigSource, FieldError, RegionConfig, Settings};
 
-/// A configuration compiled whole: the settings, the policies and the RLS rules.
+/// A configuration compiled whole: the settings, the policies (each with the runtime's
+/// [`Meters`]) and the RLS rules.
 #[derive(Debug)]
-pub struct Compiled {
+pub struct Compiled<M = ()> {
     pub settings: Settings,
-    pub policies: PolicySet,
+    pub policies: PolicySet<M>,
     /// `[[rls.descriptors]]`.
     pub rls: Rules,
 }
 
-/// Loads and compiles `source` with the `SLUICE_` environment over it.
-pub fn load(source: &ConfigSource) -> Result<Compiled, ConfigError> {
-    load_with_env(source, config::env_provider())
+/// Loads and compiles `source` with the `SLUICE_` environment over it; `redis_url` is the
+/// Redis client's parse of a URL ([`UrlCheck`]; `None` for a tool that never connects).
+pub fn load<M: Meters>(
+    source: &ConfigSource,
+    redis_url: Option<UrlCheck>,
+) -> Result<Compiled<M>, ConfigError> {
+    load_with_env(source, env_provider(), redis_url)
 }
 
 /// As [`load`], with the env provider given (tests pass their own map).
-pub fn load_with_env(source: &ConfigSource, env: Env) -> Result<Compiled, ConfigError> {
-    let (settings, (policies, rls)) = config::load_with(source, env, compile)?;
+pub fn load_with_env<M: Meters>(
+    source: &ConfigSource,
+    env: Env,
+    redis_url: Option<UrlCheck>,
+) -> Result<Compiled<M>, ConfigError> {
+    let (settings, (policies, rls)) = load_with(source, env, redis_url, compile)?;
     Ok(Compiled {
         settings,
         policies,
@@ -38,8 +47,8 @@ pub fn load_with_env(source: &ConfigSource, env: Env) -> Result<Compiled, Config
     })
 }
 
-/// The service's part of the compile: policies, RLS rules and scopes, every problem of them.
-fn compile(config: &Config) -> Result<(PolicySet, Rules), Vec<FieldError>> {
+/// The policies' part of the compile: policies, RLS rules and scopes, every problem of them.
+fn compile<M: Meters>(config: &Config) -> Result<(PolicySet<M>, Rules), Vec<FieldError>> {
     let mut errors = Vec::new();
     let policies = PolicySet::compile(&config.policies)
         .map_err(|mut policy_errors| errors.append(&mut policy_errors))
@@ -58,10 +67,10 @@ fn compile(config: &Config) -> Result<(PolicySet, Rules), Vec<FieldError>> {
 
 /// The policies' scopes against `[region]`: each scope has the backend it needs, and a
 /// replicated policy's algorithm and budget can be kept.
-fn check_scopes(
+fn check_scopes<M>(
     region: &RegionConfig,
     backend: &BackendConfig,
-    policies: &PolicySet,
+    policies: &PolicySet<M>,
     errors: &mut Vec<FieldError>,
 ) {
     let single = region.name.is_empty();
@@ -95,7 +104,7 @@ fn check_scopes(
                     ));
                 }
                 let algorithm = policy.base.params.algorithm;
-                if let Some(why) = replicated::unreplicable(algorithm) {
+                if let Some(why) = replication::unreplicable(algorithm) {
                     errors.push(FieldError::new(
                         field("algorithm"),
                         format!("{} cannot be replicated: {why}", algorithm.as_str()),
@@ -115,7 +124,7 @@ fn check_scopes(
                         .map(|(t, l)| (format!(" (tier {t})"), l.params)),
                 );
                 for (tier, params) in limits {
-                    if let Err(why) = replicated::check_budget(
+                    if let Err(why) = replication::check_budget(
                         params.limit,
                         params.window_ms,
                         &replication,

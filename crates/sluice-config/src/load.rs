@@ -1,12 +1,13 @@
 //! Where the configuration comes from: figment merges the built-in defaults, the TOML file
 //! (or the built-in policies) and `SLUICE_` environment variables, then [`compile`] turns the
-//! result into [`Settings`], beside the caller's own compile of the same tree (the service's
-//! policies and RLS rules, which this module knows nothing of); every problem of both is
-//! reported at once, with the source that set the value.
+//! result into [`Settings`], beside the policies' compile of the same tree
+//! ([`crate::compiled`]); every problem of both is reported at once, with the source that set
+//! the value.
 
 use figment::Figment;
 use figment::providers::{Env, Format, Serialized, Toml};
 
+use super::backend::UrlCheck;
 use super::compile::{Settings, compile};
 use super::error::{ConfigError, FieldError};
 use super::extract::extract;
@@ -49,24 +50,14 @@ impl ConfigSource {
     }
 }
 
-/// Loads and compiles: defaults, then `source`, then `SLUICE_` env vars, into the settings
-/// of the configuration's own sections. The daemon loads through the service's `load`, which
-/// compiles its policies in the same pass ([`load_with`]).
-pub fn load(source: &ConfigSource) -> Result<Settings, ConfigError> {
-    load_with_env(source, env_provider())
-}
-
-/// As [`load`], with the env provider given (tests pass their own map).
-pub fn load_with_env(source: &ConfigSource, env: Env) -> Result<Settings, ConfigError> {
-    load_with(source, env, |_| Ok(())).map(|(settings, ())| settings)
-}
-
-/// Loads `source` (with `env` over it) and compiles it twice in one pass: into [`Settings`],
-/// and by `also`, the caller's compile of the same tree. Every problem of either is reported
-/// at once, each with the source that set it.
-pub fn load_with<T>(
+/// Loads `source` (with `env` over it) and compiles it twice in one pass: into [`Settings`]
+/// (Redis URLs checked by `redis_url`), and by `also`, the policies' compile of the same tree
+/// ([`crate::load`]). Every problem of either is reported at once, each with the source that
+/// set it.
+pub(crate) fn load_with<T>(
     source: &ConfigSource,
     env: Env,
+    redis_url: Option<UrlCheck>,
     also: impl FnOnce(&Config) -> Result<T, Vec<FieldError>>,
 ) -> Result<(Settings, T), ConfigError> {
     let name = source.name();
@@ -85,7 +76,10 @@ pub fn load_with<T>(
     }
     .merge(env);
     let extracted = extract(&figment).map_err(|err| from_figment(*err, &name))?;
-    let errors: Vec<FieldError> = match (compile(&extracted.config), also(&extracted.config)) {
+    let errors: Vec<FieldError> = match (
+        compile(&extracted.config, redis_url),
+        also(&extracted.config),
+    ) {
         (Ok(mut settings), Ok(theirs)) if extracted.problems.is_empty() => {
             settings.source = name;
             return Ok((settings, theirs));
@@ -161,12 +155,13 @@ mod tests {
     use std::path::{Path, PathBuf};
 
     use super::*;
-    use crate::config::{BackendKind, ListenAddr};
+    use crate::{BackendKind, ListenAddr};
 
-    /// The daemon's whole load (the settings of this module and the service's policies, in
-    /// one pass), so these tests see every problem a file can have.
+    /// The whole load (the settings of this module and the policies, in one pass), so these
+    /// tests see every problem a file can have. No Redis client checks URLs here: that check
+    /// is the store's, tested with the daemon (`sluiced --check-config`).
     fn load_with_env(source: &ConfigSource, env: Env) -> Result<Settings, ConfigError> {
-        crate::service::compile::load_with_env(source, env).map(|compiled| compiled.settings)
+        crate::compiled::load_with_env::<()>(source, env, None).map(|compiled| compiled.settings)
     }
 
     fn load(source: &ConfigSource) -> Result<Settings, ConfigError> {
@@ -385,11 +380,12 @@ grpc = "unix:/tmp/a.sock""#,
 
     #[test]
     fn burst_defaults_to_limit_and_tier_burst_to_tier_limit() {
-        let settings = crate::service::compile::load_with_env(
+        let settings = crate::compiled::load_with_env::<()>(
             &text(
                 "[policies.p]\nalgorithm = \"token_bucket\"\nlimit = 7\nwindow = \"1s\"\ntiers = { a = { limit = 3 }, b = { burst = 9 } }\n",
             ),
             Env::raw().only(&[]),
+            None,
         )
         .unwrap();
         let set = &settings.policies;
@@ -404,7 +400,7 @@ grpc = "unix:/tmp/a.sock""#,
 
     #[test]
     fn candidates_default_to_the_policy_and_name_every_bad_field() {
-        let compiled = crate::service::compile::load_with_env(
+        let compiled = crate::compiled::load_with_env::<()>(
             &text(concat!(
                 "[policies.p]\nalgorithm = \"fixed_window\"\nlimit = 100\nwindow = \"60s\"\n",
                 "tiers = { pro = { limit = 1000 }, free = { limit = 10 } }\n",
@@ -412,6 +408,7 @@ grpc = "unix:/tmp/a.sock""#,
                 "tiers = { pro = { limit = 1500, algorithm = \"gcra\", window = \"1m\" } }\n",
             )),
             Env::raw().only(&[]),
+            None,
         )
         .unwrap();
         let p = compiled.policies.get("p").unwrap();

@@ -5,8 +5,8 @@
 use sluice_core::{Algorithm, Params};
 
 use super::fields;
-use crate::config::FieldError;
-use crate::config::schema::{CandidateConfig, PolicyConfig};
+use crate::FieldError;
+use crate::schema::{CandidateConfig, PolicyConfig};
 
 /// The name of field `key` of policy `name` in errors (`policies.public.candidate.limit`).
 fn field(name: &str, key: &str) -> String {

@@ -1,6 +1,10 @@
 //! Policies as the limiter uses them: compiled once from the config into immutable, validated
 //! parameters (and the header values they always produce), so the check path only looks up.
 //! A reload builds a new `PolicySet` and swaps it in whole.
+//!
+//! Each policy carries what its runtime records its checks into, reached by slot rather than
+//! by label ([`Meters`]): the daemon attaches its metric series, a tool that records nothing
+//! attaches `()`.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -11,11 +15,10 @@ use http::HeaderValue;
 use sluice_api::{LimitView, ParamsView, PoliciesResponse, PolicyView};
 use sluice_core::{Algorithm, Params};
 
-use crate::config::error::FieldError;
-use crate::config::parse::{format_duration_ms, is_valid_name, parse_duration_ms};
-use crate::config::schema::PolicyConfig;
-pub use crate::metrics::NO_TIER;
-use crate::metrics::policy_meters::PolicyMeters;
+use crate::backend::replication::Replication;
+use crate::error::FieldError;
+use crate::parse::{format_duration_ms, is_valid_name, parse_duration_ms};
+use crate::schema::PolicyConfig;
 
 mod candidates;
 mod fields;
@@ -26,6 +29,22 @@ use self::candidates::{Candidates, compile_candidates};
 /// endpoint name was a visible share of a check's CPU (the keys are config, not caller input
 /// that could be chosen to collide: callers only look names up).
 type Names<V> = HashMap<Box<str>, V, RandomState>;
+
+/// The tier of a check naming none: its `plan_tier` label, and in the admin API the policy's
+/// own limit.
+pub const NO_TIER: &str = "none";
+
+/// What a runtime keeps beside each policy to record its checks in, sized by the policy's
+/// tier and endpoint slots (see [`Policy::tier`] and [`Policy::endpoint_slot`]) when the
+/// policy compiles.
+pub trait Meters: Sized {
+    fn new(tiers: usize, endpoints: usize) -> Self;
+}
+
+/// Records nothing: the policies of a tool that only reads them (`sluice replay`).
+impl Meters for () {
+    fn new(_tiers: usize, _endpoints: usize) -> Self {}
+}
 
 /// What a backend failure answers for a policy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -95,9 +114,9 @@ pub const OTHER_TIER_SLOT: usize = 1;
 pub const NO_ENDPOINT_SLOT: usize = 0;
 pub const OTHER_ENDPOINT_SLOT: usize = 1;
 
-/// One compiled policy.
+/// One compiled policy, with its runtime's [`Meters`].
 #[derive(Debug)]
-pub struct Policy {
+pub struct Policy<M = ()> {
     pub name: Arc<str>,
     pub window: String,
     /// Shared with every verdict it decides (one reference count, not a copy of each header
@@ -108,11 +127,12 @@ pub struct Policy {
     pub shadow: bool,
     /// `endpoint` label values recorded as themselves, and their slots in `meters`.
     pub endpoints: Names<(Arc<str>, usize)>,
-    /// The metric series of this policy's checks, by tier and endpoint slot.
-    pub meters: PolicyMeters,
+    /// What this policy's checks are recorded in, by tier and endpoint slot (the daemon: its
+    /// metric series).
+    pub meters: M,
     pub scope: Scope,
     /// `Some` exactly when `scope` is `Replicated`.
-    pub replication: Option<sluice_store::Replication>,
+    pub replication: Option<Replication>,
     /// `lease = "auto"`: leases and the denied cache may answer this policy's checks (on the
     /// Redis backends, `scope = "local"`, not shadow: see the limiter's `local` module).
     pub lease: bool,
@@ -124,7 +144,7 @@ pub struct Policy {
 /// Label of a tier or endpoint the config does not name.
 pub const OTHER: &str = "other";
 
-impl Policy {
+impl<M> Policy<M> {
     /// The limit for `tier`; an absent or unknown tier gets the policy's base limit.
     pub fn limit_for(&self, tier: Option<&str>) -> &Arc<Limit> {
         tier.and_then(|tier| self.tiers.get(tier))
@@ -192,12 +212,30 @@ impl Policy {
 }
 
 /// Every policy by name. Immutable once built.
-#[derive(Debug, Default, Clone)]
-pub struct PolicySet {
-    policies: Names<Arc<Policy>>,
+#[derive(Debug)]
+pub struct PolicySet<M = ()> {
+    policies: Names<Arc<Policy<M>>>,
 }
 
-impl PolicySet {
+/// A copy shares every compiled policy (no `M: Clone` needed): the settings writer publishes
+/// the same policies with a new version of the stored settings.
+impl<M> Clone for PolicySet<M> {
+    fn clone(&self) -> Self {
+        PolicySet {
+            policies: self.policies.clone(),
+        }
+    }
+}
+
+impl<M> Default for PolicySet<M> {
+    fn default() -> Self {
+        PolicySet {
+            policies: Names::default(),
+        }
+    }
+}
+
+impl<M: Meters> PolicySet<M> {
     /// Compiles `[policies.*]`, reporting every bad value.
     pub fn compile(configs: &BTreeMap<String, PolicyConfig>) -> Result<Self, Vec<FieldError>> {
         let mut errors = Vec::new();
@@ -213,18 +251,20 @@ impl PolicySet {
             Err(errors)
         }
     }
+}
 
-    pub fn get(&self, name: &str) -> Option<&Arc<Policy>> {
+impl<M> PolicySet<M> {
+    pub fn get(&self, name: &str) -> Option<&Arc<Policy<M>>> {
         self.policies.get(name)
     }
 
     /// Every policy.
-    pub fn iter(&self) -> impl Iterator<Item = &Arc<Policy>> {
+    pub fn iter(&self) -> impl Iterator<Item = &Arc<Policy<M>>> {
         self.policies.values()
     }
 
     /// The replication settings of every replicated policy.
-    pub fn replicated(&self) -> HashMap<Box<str>, sluice_store::Replication> {
+    pub fn replicated(&self) -> HashMap<Box<str>, Replication> {
         self.policies
             .values()
             .filter_map(|p| p.replication.map(|r| (Box::from(&*p.name), r)))
@@ -296,11 +336,11 @@ pub fn params_view(params: &Params) -> ParamsView {
     }
 }
 
-fn compile_policy(
+fn compile_policy<M: Meters>(
     name: &str,
     config: &PolicyConfig,
     errors: &mut Vec<FieldError>,
-) -> Option<Policy> {
+) -> Option<Policy<M>> {
     let before = errors.len();
     if !is_valid_name(name) {
         errors.push(FieldError::new(
@@ -378,7 +418,7 @@ fn compile_policy(
                 (e.as_str().into(), (Arc::from(e.as_str()), slot))
             })
             .collect(),
-        meters: PolicyMeters::new(
+        meters: M::new(
             OTHER_TIER_SLOT + 1 + config.tiers.len(),
             OTHER_ENDPOINT_SLOT + 1 + config.endpoints.len(),
         ),
@@ -529,7 +569,7 @@ fn compile_scope(
     name: &str,
     config: &PolicyConfig,
     errors: &mut Vec<FieldError>,
-) -> (Scope, Option<sluice_store::Replication>) {
+) -> (Scope, Option<Replication>) {
     let field = |key: &str| format!("policies.{name}.{key}");
     let scope = match config.scope.as_str() {
         "local" => Scope::Local,
@@ -586,7 +626,7 @@ fn compile_scope(
     }
     (
         scope,
-        Some(sluice_store::Replication {
+        Some(Replication {
             sync_interval: std::time::Duration::from_millis(interval_ms),
             overshoot_budget: budget,
         }),
