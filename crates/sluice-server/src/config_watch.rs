@@ -267,6 +267,14 @@ mod tests {
         (dir, path, watch)
     }
 
+    /// Fails with `why` when `watch` has a change still to report.
+    fn assert_no_more_changes(watch: &mut ConfigWatch, why: &str) {
+        let Some(changes) = &mut watch.changes else {
+            panic!("the watch stopped");
+        };
+        assert!(changes.try_recv().is_err(), "{why}");
+    }
+
     #[tokio::test]
     async fn a_burst_of_writes_is_one_change_and_the_same_bytes_none() {
         let (dir, path, mut watch) = watched("a");
@@ -281,13 +289,7 @@ mod tests {
         }
         watch.changed().await;
         tokio::time::sleep(APART).await;
-        let Some(changes) = &mut watch.changes else {
-            panic!("the watch stopped");
-        };
-        assert!(
-            changes.try_recv().is_err(),
-            "more than one change was reported"
-        );
+        assert_no_more_changes(&mut watch, "more than one change was reported");
 
         // And the watch goes on.
         replace(&path, "e");
@@ -304,13 +306,7 @@ mod tests {
         replace(&path, "c");
         watch.changed().await;
         tokio::time::sleep(APART).await;
-        let Some(changes) = &mut watch.changes else {
-            panic!("the watch stopped");
-        };
-        assert!(
-            changes.try_recv().is_err(),
-            "the reloaded edit was reported"
-        );
+        assert_no_more_changes(&mut watch, "the reloaded edit was reported");
     }
 
     #[tokio::test]

@@ -16,7 +16,6 @@ use crate::server::{
     unix,
 };
 use crate::service::app::App;
-use crate::service::overrides;
 use sluice_config::ConnectionSettings;
 
 /// How often the store forgets expired keys.
@@ -105,12 +104,9 @@ pub async fn serve_until(
         sockets.extend(unix.created_file());
         tasks.spawn(serve_resp(unix.listener, "resp_unix", &gate, &stop, resp));
     }
-    let sync = tokio::spawn(overrides::sync_loop(
-        app.limits.clone(),
-        app.overrides.clone(),
-        app.limiter.clone(),
-        stop.clone().into_wait(),
-    ));
+    // The settings writer: polls the backend's settings and serves reloads and admin changes.
+    app.settings.start();
+    let settings = app.settings.clone();
     let leases = (app.limiter.clone(), app.clock.clone());
     let housekeeping = tokio::spawn(housekeep(app, stop.clone().into_wait()));
     tokio::spawn(async move {
@@ -141,7 +137,7 @@ pub async fn serve_until(
         }
     }
     housekeeping.abort();
-    sync.abort();
+    settings.stop();
     // Unspent leases go back to the window counters they came from (bounded by the
     // backend's timeout per key; a daemon that cannot return them loses them to the window).
     let (limiter, clock) = leases;
@@ -167,12 +163,14 @@ async fn housekeep(app: App, stop: impl Future<Output = ()>) {
             () = &mut stop => return,
             _ = tick.tick() => {
                 let limiter = &app.limiter;
-                limiter.store().housekeep(app.clock.now_ms());
+                if let Some(keys) = limiter.store().capabilities().keys {
+                    keys.housekeep(app.clock.now_ms());
+                }
                 app.status.tick(limiter, app.clock.now_ms());
                 limiter.return_leases(app.clock.now_ms(), false).await;
                 limiter
                     .metrics()
-                    .record_store(limiter.store().as_ref(), limiter.policies().names());
+                    .record_store(limiter.store().as_ref(), limiter.snapshot().policies.names());
             }
         }
     }

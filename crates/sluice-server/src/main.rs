@@ -290,16 +290,18 @@ async fn run(
                 _ = terminate.recv() => break,
                 _ = interrupt.recv() => break,
                 _ = hangup.recv() => {
-                    reload_app.reload(&source);
+                    reload_app.reload(&source).await;
                     watch.reloaded();
                     // A rotated client certificate or CA of [backend.tls].
-                    reload_app.limiter.store().reload_tls();
+                    if let Some(files) = reload_app.limiter.store().capabilities().tls {
+                        files.reload_tls();
+                    }
                     if let Some(tls) = &listener_tls {
                         tls.reload_logged();
                         tls_watch.reloaded();
                     }
                 }
-                () = watch.changed() => reload_app.reload(&source),
+                () = watch.changed() => reload_app.reload(&source).await,
                 () = tls_watch.changed() => {
                     if let Some(tls) = &listener_tls {
                         tls.reload_logged();

@@ -544,10 +544,11 @@ impl Metrics {
         store: &dyn Store,
         policies: impl IntoIterator<Item = &'a Arc<str>>,
     ) {
-        if let Some(keys) = store.tracked_keys() {
-            self.set_keys(store.kind().as_str(), keys);
-        }
-        let evicted = store.evicted_keys();
+        let Some(keys) = store.capabilities().keys else {
+            return;
+        };
+        self.set_keys(store.kind().as_str(), keys.tracked());
+        let evicted = keys.evicted();
         if evicted.is_empty() {
             return;
         }

@@ -27,6 +27,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use sluice_core::{Algorithm, Params};
+use sluice_store::StoreExt;
 use sluice_store::{Check, MemoryStore, Store};
 
 const WINDOW_MS: u64 = 1000;
@@ -172,12 +173,12 @@ async fn run_load(stores: Vec<Arc<dyn Store>>, pids: Vec<String>) -> Vec<Option<
                 if stamp_ms >= end {
                     return answers;
                 }
-                let check = Check {
-                    policy: "edge",
-                    key: &names[algorithm][key],
-                    params: params(ALGORITHMS[algorithm]),
-                    cost: 1,
-                };
+                let check = Check::new(
+                    "edge",
+                    &names[algorithm][key],
+                    params(ALGORITHMS[algorithm]),
+                    1,
+                );
                 let result = store.check(&check, stamp_ms).await;
                 let answered_ms = common::now_ms();
                 answers.push(result.ok().map(|decision| Answer {

@@ -14,7 +14,8 @@ use serde::de::{self, Deserializer, Visitor};
 
 use super::error::{body_rejection, parse_json};
 use super::plain_body;
-use crate::service::answer::{batch_response, body_of, check_answer};
+use super::respond::{batch_response, check_answer};
+use crate::service::answer::body_of;
 use crate::service::app::App;
 use crate::service::json::{ApiError, JSON, PROBLEM_JSON};
 use crate::service::limiter::CheckInput;

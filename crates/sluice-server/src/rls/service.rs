@@ -26,7 +26,6 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use arc_swap::ArcSwap;
 use http::HeaderMap;
 use sluice_api::{MAX_BATCH, MAX_KEY_BYTES};
 use tokio::net::{TcpListener, UnixListener};
@@ -47,21 +46,16 @@ use pb::rate_limit_response::rate_limit::Unit;
 use pb::rate_limit_response::{Code, DescriptorStatus, RateLimit};
 use pb::rate_limit_service_server::{RateLimitService, RateLimitServiceServer};
 use pb::{RateLimitRequest, RateLimitResponse};
-use sluice_config::rls_rules::Rules;
 
 /// The gRPC service; cheap to clone.
 #[derive(Debug, Clone)]
 pub struct RlsService {
     app: App,
-    rules: Arc<ArcSwap<Rules>>,
 }
 
 impl RlsService {
     pub fn new(app: App) -> Self {
-        RlsService {
-            rules: app.rls.clone(),
-            app,
-        }
+        RlsService { app }
     }
 }
 
@@ -196,8 +190,9 @@ impl RlsService {
 
     /// The descriptors some rule limits, each with its policy, key and cost.
     fn matched(&self, request: &RateLimitRequest) -> Result<Vec<Matched>, Status> {
-        let rules = self.rules.load();
-        let policies = self.app.limiter.policies();
+        // The rules and the policies they name, of one snapshot.
+        let snapshot = self.app.limiter.snapshot();
+        let (rules, policies) = (&snapshot.rls, &snapshot.policies);
         let mut matched = Vec::new();
         for (index, descriptor) in request.descriptors.iter().enumerate() {
             let entries: Vec<(&str, &str)> = descriptor

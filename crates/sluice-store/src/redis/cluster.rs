@@ -32,12 +32,14 @@ use fred::types::{FromValue, Value};
 use super::keys;
 use super::masters::Masters;
 use super::redirect::{self, Redirects};
-use super::runner::{Lane, ScriptRunner};
+use super::runner::{GroupCall, Lane, ScriptCall, ScriptRunner};
 use super::script_store::ScriptStore;
 use super::scripts::Script;
-use crate::{StoreError, StoreKind};
 use sluice_config::backend::ClusterStoreConfig;
 use sluice_config::backend::stores::{ConfigError, check_common, credentials, parse_node};
+
+use crate::error::StoreError;
+use crate::store::StoreKind;
 
 /// Rate-limit state in a Redis Cluster.
 pub type ClusterStore = ScriptStore<Cluster>;
@@ -301,35 +303,25 @@ impl ScriptRunner for Cluster {
 
     /// A slot's group follows redirections like any script; a master's group does not (its
     /// other keys are not on the node it would be sent to): its checks go again alone.
-    async fn eval_group(
-        &self,
-        script: &Script,
-        lane: Lane,
-        keys: &[&str],
-        args: &[&[u8]],
-    ) -> Result<Option<Vec<u8>>, StoreError> {
+    async fn eval_group(&self, call: GroupCall<'_>) -> Result<Option<Vec<u8>>, StoreError> {
+        let GroupCall {
+            script,
+            lane,
+            keys,
+            args,
+        } = call;
         match lane {
             Lane::Slot(_) => self.invoke(script, keys, args).await.map(Some),
             Lane::Master(_) => self.invoke_here(script, keys, args).await,
         }
     }
 
-    async fn eval(
-        &self,
-        script: &Script,
-        keys: Vec<String>,
-        args: Vec<String>,
-    ) -> Result<Vec<i64>, StoreError> {
-        self.invoke(script, &keys, &args).await
+    async fn eval(&self, call: ScriptCall<'_>) -> Result<Vec<i64>, StoreError> {
+        self.invoke(call.script, &call.keys, &call.args).await
     }
 
-    async fn eval_text(
-        &self,
-        script: &Script,
-        keys: Vec<String>,
-        args: Vec<String>,
-    ) -> Result<Vec<String>, StoreError> {
-        self.invoke(script, &keys, &args).await
+    async fn eval_text(&self, call: ScriptCall<'_>) -> Result<Vec<String>, StoreError> {
+        self.invoke(call.script, &call.keys, &call.args).await
     }
 
     /// Until the client has the slot map (just started, or reconnecting) a command fails at

@@ -26,7 +26,7 @@ use fred::types::cluster::ClusterRouting;
 use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, ConnectionAddr, IntoConnectionInfo, RedisConnectionInfo};
 
-use crate::StoreError;
+use crate::error::StoreError;
 
 /// Answers followed for one call before it fails: a slot moves at most once at a time
 /// (owner → ASK → importing node, a hop more if the map changed meanwhile), plus a few

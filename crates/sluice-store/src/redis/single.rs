@@ -13,11 +13,13 @@ use ::redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use ::redis::{ErrorKind, FromRedisValue, RedisError, ServerErrorKind, ToRedisArgs};
 use async_trait::async_trait;
 
-use super::runner::{Lane, ScriptRunner};
+use super::runner::{GroupCall, ScriptCall, ScriptRunner};
 use super::script_store::ScriptStore;
 use super::scripts::Script;
-use crate::{StoreError, StoreKind};
 use sluice_config::backend::{RedisStoreConfig, StoreConfigError as ConfigError, redact_url};
+
+use crate::error::StoreError;
+use crate::store::StoreKind;
 
 /// Rate-limit state in a single Redis server.
 pub type RedisStore = ScriptStore<Single>;
@@ -159,32 +161,19 @@ impl ScriptRunner for Single {
         StoreKind::Redis
     }
 
-    async fn eval(
-        &self,
-        script: &Script,
-        keys: Vec<String>,
-        args: Vec<String>,
-    ) -> Result<Vec<i64>, StoreError> {
-        self.invoke(script, &keys, &args).await
+    async fn eval(&self, call: ScriptCall<'_>) -> Result<Vec<i64>, StoreError> {
+        self.invoke(call.script, &call.keys, &call.args).await
     }
 
-    async fn eval_text(
-        &self,
-        script: &Script,
-        keys: Vec<String>,
-        args: Vec<String>,
-    ) -> Result<Vec<String>, StoreError> {
-        self.invoke(script, &keys, &args).await
+    async fn eval_text(&self, call: ScriptCall<'_>) -> Result<Vec<String>, StoreError> {
+        self.invoke(call.script, &call.keys, &call.args).await
     }
 
-    async fn eval_group(
-        &self,
-        script: &Script,
-        _lane: Lane,
-        keys: &[&str],
-        args: &[&[u8]],
-    ) -> Result<Option<Vec<u8>>, StoreError> {
-        self.invoke(script, keys, args).await.map(Some)
+    /// One server: every lane is its one slot.
+    async fn eval_group(&self, call: GroupCall<'_>) -> Result<Option<Vec<u8>>, StoreError> {
+        self.invoke(call.script, call.keys, call.args)
+            .await
+            .map(Some)
     }
 
     async fn ping(&self) -> Result<(), StoreError> {
