@@ -33,7 +33,7 @@ pub fn client_config(section: &str, files: &ClientFiles) -> Result<ClientConfig,
         Some(path) => pem::roots(&field("ca_file"), path)?,
         None => pem::system_roots(&field("ca_file"))?,
     };
-    let builder = ClientConfig::builder_with_provider(crate::provider())
+    let builder = ClientConfig::builder_with_provider(crate::crypto::provider())
         .with_safe_default_protocol_versions()
         .map_err(|err| PemError::new(section, std::path::Path::new("<tls>"), err.to_string()))?
         .with_root_certificates(roots);

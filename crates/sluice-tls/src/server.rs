@@ -23,18 +23,18 @@ pub struct ServerFiles {
 pub fn server_config(files: &ServerFiles, alpn: &[&[u8]]) -> Result<ServerConfig, PemError> {
     let chain = pem::certificates("listen.tls.cert_file", &files.cert_file)?;
     let key = pem::private_key("listen.tls.key_file", &files.key_file)?;
-    let builder = ServerConfig::builder_with_provider(crate::provider())
+    let builder = ServerConfig::builder_with_provider(crate::crypto::provider())
         .with_safe_default_protocol_versions()
         .map_err(|err| PemError::new("listen.tls", &files.cert_file, err.to_string()))?;
     let builder = match &files.client_ca_file {
         Some(ca) => {
             let roots = pem::roots("listen.tls.client_ca_file", ca)?;
-            let verifier =
-                WebPkiClientVerifier::builder_with_provider(Arc::new(roots), crate::provider())
-                    .build()
-                    .map_err(|err| {
-                        PemError::new("listen.tls.client_ca_file", ca, err.to_string())
-                    })?;
+            let verifier = WebPkiClientVerifier::builder_with_provider(
+                Arc::new(roots),
+                crate::crypto::provider(),
+            )
+            .build()
+            .map_err(|err| PemError::new("listen.tls.client_ca_file", ca, err.to_string()))?;
             builder.with_client_cert_verifier(verifier)
         }
         None => builder.with_no_client_auth(),

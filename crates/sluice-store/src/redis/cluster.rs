@@ -9,7 +9,7 @@
 //!
 //! The client holds one multiplexed connection per master, pipelines concurrent commands on
 //! it, refreshes the slot map when a node fails over or a slot moves, and reconnects by
-//! itself. MOVED and ASK are followed by [`crate::redirect`] (a redirected script did not
+//! itself. MOVED and ASK are followed by [`super::redirect`] (a redirected script did not
 //! run, so sending it again is safe). A call answered NOSCRIPT (a restarted node, a promoted
 //! replica) is sent again once as EVAL to the same node, which caches the script there;
 //! loading it on every master would wait for all of them, one hung master included.
@@ -168,7 +168,9 @@ impl ScriptArg for &[u8] {}
 
 /// fred's TLS from `tls`: every node connection verified, by `server_name` when set (else
 /// by the address the cluster announces for the node).
-fn fred_tls(tls: &crate::RedisTls) -> Result<fred::types::config::TlsConfig, ConfigError> {
+fn fred_tls(
+    tls: &sluice_config::backend::RedisTls,
+) -> Result<fred::types::config::TlsConfig, ConfigError> {
     use fred::types::config::{TlsConfig, TlsConnector, TlsHostMapping};
     let hostnames = match &tls.server_name {
         Some(name) => TlsHostMapping::Custom(std::sync::Arc::new(SameName(name.clone()))),

@@ -83,7 +83,7 @@ impl RedisStore {
         Ok(ScriptStore::with_client(
             Single {
                 manager,
-                address: crate::redact_url(&config.url),
+                address: sluice_config::backend::redact_url(&config.url),
                 tls: tls.is_some(),
             },
             config.prefix,
