@@ -12,7 +12,9 @@
 //! of the directory reloads nothing.
 //!
 //! What a change leads to is the caller's: `sluiced` runs the very reload SIGHUP runs (the same
-//! validation, the same metric, the running config kept on error).
+//! validation, the same metric, the running config kept on error). The same watch, over a set
+//! of files, notices a rotated TLS certificate, key or CA bundle ([`ConfigWatch::files`]):
+//! cert-manager and kubelet replace Secret mounts the way they replace ConfigMaps.
 
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::path::{Path, PathBuf};
@@ -32,14 +34,14 @@ pub const DEBOUNCE: Duration = Duration::from_millis(300);
 
 /// Why the watch could not start (the daemon runs on without it; SIGHUP still reloads).
 #[derive(Debug, thiserror::Error)]
-#[error("cannot watch {dir} for config changes: {source}")]
+#[error("cannot watch {dir} for changes: {source}")]
 pub struct WatchError {
     dir: String,
     #[source]
     source: notify::Error,
 }
 
-/// A watch of one config file. Without a file (built-in config) or when the watch could not
+/// A watch of one config file (or of a set of files). Without a file (built-in config) or when the watch could not
 /// start, [`changed`](ConfigWatch::changed) never completes.
 #[derive(Debug)]
 pub struct ConfigWatch {
@@ -52,7 +54,9 @@ pub struct ConfigWatch {
 /// that came from elsewhere: SIGHUP), `None` when it could not be read.
 #[derive(Debug, Clone, Default)]
 struct Seen {
-    path: PathBuf,
+    paths: Vec<PathBuf>,
+    /// What the change is logged as ("config file", "TLS certificate files").
+    what: &'static str,
     fingerprint: Arc<Mutex<Option<u64>>>,
 }
 
@@ -84,10 +88,37 @@ impl ConfigWatch {
     /// `debounce` and the file's content differs from the last seen. Must be called inside a
     /// tokio runtime: the debounce runs as a task, which ends when this value is dropped.
     pub fn start(path: &Path, debounce: Duration) -> Result<ConfigWatch, WatchError> {
-        let dir = match path.parent() {
-            Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
-            _ => PathBuf::from("."),
-        };
+        ConfigWatch::start_files(&[path.to_path_buf()], "config file", debounce)
+    }
+
+    /// Watches the directories of `paths` (TLS files: a certificate, its key, a CA bundle);
+    /// a change is reported once they have been quiet for [`DEBOUNCE`] and the content of any
+    /// file differs from the last seen. A watch that cannot start is logged as a warning.
+    /// Must be called inside a tokio runtime.
+    pub fn files(paths: &[PathBuf], what: &'static str) -> ConfigWatch {
+        match ConfigWatch::start_files(paths, what, DEBOUNCE) {
+            Ok(watch) => watch,
+            Err(err) => {
+                tracing::warn!("{err}; the {what} are read again on SIGHUP only");
+                ConfigWatch::inert()
+            }
+        }
+    }
+
+    fn start_files(
+        paths: &[PathBuf],
+        what: &'static str,
+        debounce: Duration,
+    ) -> Result<ConfigWatch, WatchError> {
+        let mut dirs: Vec<PathBuf> = paths
+            .iter()
+            .map(|path| match path.parent() {
+                Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
+                _ => PathBuf::from("."),
+            })
+            .collect();
+        dirs.sort();
+        dirs.dedup();
         // One slot: an event that finds it full is covered by the one already waiting, so a
         // burst of events costs nothing and the queue is bounded.
         let (events_tx, events) = mpsc::channel::<()>(1);
@@ -102,19 +133,26 @@ impl ConfigWatch {
             }
         })
         .map_err(|source| WatchError {
-            dir: dir.display().to_string(),
+            dir: dirs
+                .iter()
+                .map(|dir| dir.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
             source,
         })?;
-        watcher
-            .watch(&dir, RecursiveMode::NonRecursive)
-            .map_err(|source| WatchError {
-                dir: dir.display().to_string(),
-                source,
-            })?;
+        for dir in &dirs {
+            watcher
+                .watch(dir, RecursiveMode::NonRecursive)
+                .map_err(|source| WatchError {
+                    dir: dir.display().to_string(),
+                    source,
+                })?;
+        }
         let (changes_tx, changes) = mpsc::channel::<()>(1);
         let seen = Seen {
-            path: path.to_path_buf(),
-            fingerprint: Arc::new(Mutex::new(fingerprint(path))),
+            paths: paths.to_vec(),
+            what,
+            fingerprint: Arc::new(Mutex::new(fingerprint(paths))),
         };
         tokio::spawn(debounced(
             seen.clone(),
@@ -135,7 +173,7 @@ impl ConfigWatch {
     /// next change or signal: a window of microseconds.)
     pub fn reloaded(&self) {
         if self.changes.is_some() {
-            *self.seen.fingerprint.lock() = fingerprint(&self.seen.path);
+            *self.seen.fingerprint.lock() = fingerprint(&self.seen.paths);
         }
     }
 
@@ -164,7 +202,7 @@ async fn debounced(
     changes: mpsc::Sender<()>,
     debounce: Duration,
 ) {
-    let path = seen.path.clone();
+    let paths = seen.paths.clone();
     while events.recv().await.is_some() {
         loop {
             match tokio::time::timeout(debounce, events.recv()).await {
@@ -174,8 +212,8 @@ async fn debounced(
             }
         }
         let now = {
-            let path = path.clone();
-            tokio::task::spawn_blocking(move || fingerprint(&path))
+            let paths = paths.clone();
+            tokio::task::spawn_blocking(move || fingerprint(&paths))
                 .await
                 .unwrap_or(None)
         };
@@ -188,18 +226,20 @@ async fn debounced(
         }
         // A file that cannot be read is reported too: the reload then says why, and keeps the
         // running config.
-        tracing::info!(file = %path.display(), "config file changed: reloading");
+        let files: Vec<_> = paths.iter().map(|p| p.display().to_string()).collect();
+        tracing::info!(files = %files.join(" "), "{} changed: reloading", seen.what);
         if changes.send(()).await.is_err() {
             return;
         }
     }
 }
 
-/// A hash of the bytes `path` leads to now (following symlinks), `None` when unreadable.
-fn fingerprint(path: &Path) -> Option<u64> {
-    let bytes = std::fs::read(path).ok()?;
+/// A hash of the bytes `paths` lead to now (following symlinks), `None` when one is unreadable.
+fn fingerprint(paths: &[PathBuf]) -> Option<u64> {
     let mut hasher = DefaultHasher::new();
-    bytes.hash(&mut hasher);
+    for path in paths {
+        std::fs::read(path).ok()?.hash(&mut hasher);
+    }
     Some(hasher.finish())
 }
 
@@ -227,6 +267,14 @@ mod tests {
         (dir, path, watch)
     }
 
+    /// Fails with `why` when `watch` has a change still to report.
+    fn assert_no_more_changes(watch: &mut ConfigWatch, why: &str) {
+        let Some(changes) = &mut watch.changes else {
+            panic!("the watch stopped");
+        };
+        assert!(changes.try_recv().is_err(), "{why}");
+    }
+
     #[tokio::test]
     async fn a_burst_of_writes_is_one_change_and_the_same_bytes_none() {
         let (dir, path, mut watch) = watched("a");
@@ -241,13 +289,7 @@ mod tests {
         }
         watch.changed().await;
         tokio::time::sleep(APART).await;
-        let Some(changes) = &mut watch.changes else {
-            panic!("the watch stopped");
-        };
-        assert!(
-            changes.try_recv().is_err(),
-            "more than one change was reported"
-        );
+        assert_no_more_changes(&mut watch, "more than one change was reported");
 
         // And the watch goes on.
         replace(&path, "e");
@@ -264,13 +306,7 @@ mod tests {
         replace(&path, "c");
         watch.changed().await;
         tokio::time::sleep(APART).await;
-        let Some(changes) = &mut watch.changes else {
-            panic!("the watch stopped");
-        };
-        assert!(
-            changes.try_recv().is_err(),
-            "the reloaded edit was reported"
-        );
+        assert_no_more_changes(&mut watch, "the reloaded edit was reported");
     }
 
     #[tokio::test]

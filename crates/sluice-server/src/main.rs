@@ -14,6 +14,7 @@ use sluice_server::clock::SystemClock;
 use sluice_server::config_watch::ConfigWatch;
 use sluice_server::server;
 use sluice_server::server::activation::{self, Inherited};
+use sluice_server::server::tls::ListenerTls;
 use sluice_server::service::stores::Stores;
 use sluice_server::service::{self, Compiled};
 use sluice_server::telemetry::{self, Telemetry};
@@ -228,6 +229,15 @@ async fn run(
     let budget = server::fd_limit::raise_and_cap(listen.connections.max_connections);
     let (mut listeners, described) = server::bind::listeners(&listen, inherited).await?;
     listeners.connections.max_connections = budget.max_connections;
+    if let Some(tls) = &listen.tls {
+        let errors = app.limiter.metrics().tls_handshake_errors.clone();
+        let handshake_timeout = listen.connections.header_timeout;
+        listeners.tls = Some(
+            ListenerTls::new(tls.files.clone(), handshake_timeout, errors).context("listen.tls")?,
+        );
+        listeners.metrics_tls = tls.metrics;
+    }
+    let listener_tls = listeners.tls.clone();
 
     let mut terminate = signal(SignalKind::terminate()).context("cannot handle SIGTERM")?;
     let mut interrupt = signal(SignalKind::interrupt()).context("cannot handle SIGINT")?;
@@ -268,6 +278,11 @@ async fn run(
     let (drop_tx, drop_rx) = tokio::sync::oneshot::channel::<()>();
     let reload_app = app.clone();
     let mut watch = ConfigWatch::for_source(&source);
+    // The certificate files of the listeners, read again when they change (a rotation).
+    let mut tls_watch = match &listener_tls {
+        Some(tls) => ConfigWatch::files(&tls.paths(), "listen.tls files"),
+        None => ConfigWatch::for_source(&ConfigSource::Builtin),
+    };
     let shutdown_timeout = listen.shutdown_timeout;
     let signals = tokio::spawn(async move {
         loop {
@@ -275,10 +290,23 @@ async fn run(
                 _ = terminate.recv() => break,
                 _ = interrupt.recv() => break,
                 _ = hangup.recv() => {
-                    reload_app.reload(&source);
+                    reload_app.reload(&source).await;
                     watch.reloaded();
+                    // A rotated client certificate or CA of [backend.tls].
+                    if let Some(files) = reload_app.limiter.store().capabilities().tls {
+                        files.reload_tls();
+                    }
+                    if let Some(tls) = &listener_tls {
+                        tls.reload_logged();
+                        tls_watch.reloaded();
+                    }
                 }
-                () = watch.changed() => reload_app.reload(&source),
+                () = watch.changed() => reload_app.reload(&source).await,
+                () = tls_watch.changed() => {
+                    if let Some(tls) = &listener_tls {
+                        tls.reload_logged();
+                    }
+                }
             }
         }
         activation::notify_stopping();

@@ -13,6 +13,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use sluice_core::{Algorithm, Mode, Params};
+use sluice_store::StoreExt;
 use sluice_store::{
     Check, ClusterStore, ClusterStoreConfig, MemoryStore, RedisStore, RedisStoreConfig, Store,
 };
@@ -68,13 +69,7 @@ async fn run(
                     Mix::AsksAndCharges if i & (1 << 40) != 0 => Mode::Charge,
                     Mix::Asks | Mix::AsksAndCharges => Mode::Ask,
                 };
-                let check = Check {
-                    policy: "bench",
-                    key: &key,
-                    params,
-                    cost: 1,
-                    mode,
-                };
+                let check = Check::new("bench", &key, params, 1).in_mode(mode);
                 // The memory store never yields by itself; let the timer run.
                 tokio::task::yield_now().await;
                 match store.check(&check, now_ms()).await {

@@ -22,8 +22,38 @@ fn merge(base: &mut toml::Table, over: toml::Table) {
     }
 }
 
+/// Where a block marked `tls-files` finds the certificates it names under
+/// `/etc/sluice/tls/` (`ca.pem`, `redis-ca.pem`, `tls.crt`, `tls.key`, `client.crt`,
+/// `client.key`): made once for the test run.
+fn tls_files() -> &'static str {
+    static DIR: std::sync::OnceLock<(sluice_testkit::certs::Certs, String)> =
+        std::sync::OnceLock::new();
+    &DIR.get_or_init(|| {
+        let certs = sluice_testkit::certs::Certs::new();
+        // A directory of its own: the certificates' own files have some of these names.
+        let dir = certs.dir().join("etc-sluice-tls");
+        std::fs::create_dir_all(&dir).unwrap();
+        for (name, from) in [
+            ("ca.pem", &certs.ca_file),
+            ("redis-ca.pem", &certs.ca_file),
+            ("tls.crt", &certs.server.cert),
+            ("tls.key", &certs.server.key),
+            ("client.crt", &certs.client.cert),
+            ("client.key", &certs.client.key),
+        ] {
+            std::fs::copy(from, dir.join(name)).unwrap();
+        }
+        let dir = format!("{}/", dir.display());
+        (certs, dir)
+    })
+    .1
+}
+
 /// The config a block stands for, as TOML text.
 fn config_of(fence: &Fence, where_: &str) -> String {
+    if fence.has("tls-files") {
+        return fence.body.replace("/etc/sluice/tls/", tls_files());
+    }
     if fence.has("standalone") {
         return fence.body.clone();
     }

@@ -13,7 +13,8 @@ use sluice_api::ChargeRequest;
 
 use super::check::Traced;
 use super::error::{body_rejection, parse_json};
-use crate::service::answer::{body_of, check_answer, set_headers};
+use super::respond::check_answer;
+use crate::service::answer::body_of;
 use crate::service::app::App;
 use crate::service::json::{ApiError, JSON};
 use crate::service::limiter::CheckInput;
@@ -37,9 +38,12 @@ pub(crate) async fn charge(
         )?;
         let now_ms = app.clock.now_ms();
         let verdict = app.limiter.check_traced(&input, now_ms, &parent).await?;
-        let mut response = check_answer(StatusCode::OK, JSON, &body_of(&verdict));
-        set_headers(response.headers_mut(), &verdict);
-        Ok::<_, ApiError>(response)
+        Ok::<_, ApiError>(check_answer(
+            StatusCode::OK,
+            JSON,
+            &body_of(&verdict),
+            &verdict,
+        ))
     };
     match answer.await {
         Ok(response) => response,

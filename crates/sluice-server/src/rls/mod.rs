@@ -15,6 +15,7 @@
 )]
 pub mod generated;
 pub(crate) mod service;
+pub(crate) mod tls;
 
 pub use generated::envoy::service::ratelimit::v3 as pb;
-pub use service::{RlsService, serve, serve_unix};
+pub use service::{RlsService, serve, serve_tls, serve_unix};
