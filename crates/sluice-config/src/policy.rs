@@ -409,7 +409,15 @@ fn compile_policy<M: Meters>(
     let has_candidate =
         base.candidate.is_some() || tiers.values().any(|limit| limit.candidate.is_some());
     if config.usage {
-        check_usage(name, &base, &tiers, scope, errors);
+        check_usage(
+            name,
+            base.params.algorithm,
+            tiers
+                .iter()
+                .map(|(tier, limit)| (&**tier, limit.params.algorithm)),
+            scope == Scope::Replicated,
+            errors,
+        );
         if errors.len() > before {
             return None;
         }

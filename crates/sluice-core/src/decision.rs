@@ -49,5 +49,5 @@ pub enum CheckError {
     #[error(
         "{algorithm} cannot carry a debt, so it takes no charge (usage = true needs fixed_window, sliding_window_counter, token_bucket or gcra)"
     )]
-    NoDebt { algorithm: crate::Algorithm },
+    NoDebt { algorithm: crate::params::Algorithm },
 }

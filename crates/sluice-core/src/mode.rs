@@ -5,7 +5,7 @@
 //! Every algorithm applies a mode through one [`Plan`], so the arithmetic of the four modes is
 //! written once per algorithm (and mirrored once per Lua script).
 
-use crate::MAX_EXACT;
+use crate::params::MAX_EXACT;
 
 /// The largest balance a key's state holds, in its own units: a charge beyond it saturates, so
 /// every number a script computes from a state (a balance plus a cost, an arrival time now

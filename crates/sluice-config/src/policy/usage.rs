@@ -1,23 +1,22 @@
 //! The rules of `usage = true` (a usage policy: checks ask, charges debit after the
 //! response), kept apart from the policy compile they extend.
 
-use std::sync::Arc;
-
 use sluice_core::Algorithm;
 
-use super::{Limit, Names, Scope, field};
 use crate::error::FieldError;
 
 /// `usage = true` needs an algorithm that can carry a debt, for the policy and every tier,
-/// and a scope whose counters take a charge.
-pub(super) fn check_usage(
+/// and a scope whose counters take a charge: `algorithm` is the policy's, `tiers` the
+/// tiers' names and algorithms, `replicated` whether its scope is `replicated`. (Plain data,
+/// so this module imports nothing of the policy compile that calls it.)
+pub(super) fn check_usage<'a>(
     name: &str,
-    base: &Limit,
-    tiers: &Names<Arc<Limit>>,
-    scope: Scope,
+    algorithm: Algorithm,
+    tiers: impl Iterator<Item = (&'a str, Algorithm)>,
+    replicated: bool,
     errors: &mut Vec<FieldError>,
 ) {
-    let algorithm = base.params.algorithm;
+    let usage_field = format!("policies.{name}.usage");
     let cannot = |algorithm: Algorithm| match algorithm {
         Algorithm::SlidingWindowLog => Some(
             "sliding_window_log keeps one entry per request and cannot count what a request used after it (a debt); use sliding_window_counter",
@@ -28,11 +27,11 @@ pub(super) fn check_usage(
         _ => None,
     };
     if let Some(why) = cannot(algorithm) {
-        errors.push(FieldError::new(field(name, "usage"), why));
+        errors.push(FieldError::new(usage_field.clone(), why));
     }
-    for (tier, limit) in tiers.iter() {
-        if limit.params.algorithm != algorithm
-            && let Some(why) = cannot(limit.params.algorithm)
+    for (tier, tier_algorithm) in tiers {
+        if tier_algorithm != algorithm
+            && let Some(why) = cannot(tier_algorithm)
         {
             errors.push(FieldError::new(
                 format!("policies.{name}.tiers.{tier}.algorithm"),
@@ -40,9 +39,9 @@ pub(super) fn check_usage(
             ));
         }
     }
-    if scope == Scope::Replicated {
+    if replicated {
         errors.push(FieldError::new(
-            field(name, "usage"),
+            usage_field,
             "scope = \"replicated\" shares consumption between regions and takes no charge; use scope = \"local\" or \"global\"",
         ));
     }
