@@ -43,6 +43,7 @@ fn case(
         limit,
         window_ms,
         burst,
+        counting: crate::Counting::Admitted,
     };
     let steps = rows
         .iter()
@@ -66,6 +67,12 @@ fn case(
         params,
         steps,
     }
+}
+
+/// `case` counting every hit (envoyproxy/ratelimit's rule).
+fn every_hit(mut case: Case) -> Case {
+    case.params.counting = crate::Counting::EveryHit;
+    case
 }
 
 /// The hand-checked cases, at least one per algorithm.
@@ -97,6 +104,23 @@ pub fn cases() -> Vec<Case> {
                 (5000, 0, true, 3, 5000, 0, 0),
             ],
         ),
+        every_hit(case(
+            "fixed_window counting every hit: denied hits count, a peek asks whether any is left",
+            FixedWindow,
+            3,
+            1000,
+            3,
+            &[
+                (0, 1, true, 2, 1000, 0, 0),
+                (100, 2, true, 0, 1000, 0, 0),
+                (200, 0, false, 0, 1000, 800, 0),
+                (300, 1, false, 0, 1000, 700, 0),
+                (400, 5, false, 0, 1000, 600, 0),
+                (1000, 0, true, 3, 1000, 0, 0),
+                (1000, 3, true, 0, 2000, 0, 0),
+                (1500, 1, false, 0, 2000, 500, 0),
+            ],
+        )),
         case(
             "sliding_window_log: entries leave exactly one window after they came",
             SlidingWindowLog,
@@ -183,13 +207,19 @@ pub fn generated_cases(seed: u64, steps_per_case: usize) -> Vec<Case> {
     let mut rng = SplitMix(seed);
     let shapes: [(u64, u64, u64); 3] = [(5, 1000, 8), (7, 300, 3), (100, 60_000, 150)];
     let mut out = Vec::new();
-    for algorithm in Algorithm::ALL {
+    let every_hit = (Algorithm::FixedWindow, crate::Counting::EveryHit);
+    let kinds = Algorithm::ALL
+        .map(|algorithm| (algorithm, crate::Counting::Admitted))
+        .into_iter()
+        .chain([every_hit]);
+    for (algorithm, counting) in kinds {
         for (i, &(limit, window_ms, burst)) in shapes.iter().enumerate() {
             let params = Params {
                 algorithm,
                 limit,
                 window_ms,
                 burst,
+                counting,
             };
             let mut state = State::Fresh;
             let mut now = BASE_MS + rng.below(window_ms);
@@ -211,7 +241,7 @@ pub fn generated_cases(seed: u64, steps_per_case: usize) -> Vec<Case> {
                 });
             }
             out.push(Case {
-                name: format!("generated {algorithm} #{i} (seed {seed})"),
+                name: format!("generated {algorithm} {counting:?} #{i} (seed {seed})"),
                 params,
                 steps,
             });

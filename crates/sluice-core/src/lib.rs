@@ -15,7 +15,9 @@ mod params;
 mod state;
 
 pub use decision::{CheckError, Decision};
-pub use params::{Algorithm, MAX_EXACT, MAX_LOG_LIMIT, Params, ParamsError};
+pub use params::{
+    Algorithm, Counting, MAX_EVERY_HIT_COST, MAX_EXACT, MAX_LOG_LIMIT, Params, ParamsError,
+};
 pub use state::{LogEntry, State};
 
 /// Decides one check of `cost` at `now_ms` against `state`, consuming from it when allowed.
@@ -30,7 +32,7 @@ pub fn decide(
     now_ms: u64,
     cost: u64,
 ) -> Result<Decision, CheckError> {
-    let capacity = params.capacity();
+    let capacity = params.max_cost();
     if cost > capacity {
         return Err(CheckError::CostExceedsCapacity { cost, capacity });
     }

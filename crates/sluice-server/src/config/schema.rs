@@ -208,6 +208,10 @@ pub struct PolicyConfig {
     /// `[policies.NAME.candidate]`: limits judged beside the policy's, never enforced.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub candidate: Option<CandidateConfig>,
+    /// Not a config key: how the policy's checks count. The limits of `rls.envoy_config`
+    /// count every hit, as envoyproxy/ratelimit does; `[policies.*]` count what they admit.
+    #[serde(skip)]
+    pub counting: sluice_core::Counting,
 }
 
 impl Default for PolicyConfig {
@@ -226,6 +230,7 @@ impl Default for PolicyConfig {
             overshoot_budget: None,
             lease: "auto".to_owned(),
             candidate: None,
+            counting: sluice_core::Counting::Admitted,
         }
     }
 }

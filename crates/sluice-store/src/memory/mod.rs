@@ -30,7 +30,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use ahash::RandomState;
 use async_trait::async_trait;
 use parking_lot::Mutex;
-use sluice_core::{Decision, Params, State};
+use sluice_core::{Counting, Decision, Params, State};
 
 use self::keys::{Expiry, hash_of};
 use self::overrides::Overrides;
@@ -215,8 +215,9 @@ impl MemoryStore {
         }
         let mut state = State::Fresh;
         let decision = sluice_core::decide(&check.params, &mut state, now_ms, check.cost)?;
-        // A peek at an unknown key, or a denial of one, leaves nothing worth remembering.
-        if check.cost > 0 && decision.allowed {
+        // A peek at an unknown key, or a denial of one, leaves nothing worth remembering
+        // (unless every hit counts: a denied one too).
+        if check.cost > 0 && (decision.allowed || check.params.counting == Counting::EveryHit) {
             self.put(shard, hash, check, state, now_ms);
         }
         Ok(decision)

@@ -108,7 +108,7 @@ pub(crate) fn validate(check: &Check<'_>) -> Result<(), StoreError> {
     check.params.validate().map_err(|e| {
         StoreError::Backend(format!("invalid parameters for {}: {e}", check.policy))
     })?;
-    let capacity = check.params.capacity();
+    let capacity = check.params.max_cost();
     if check.cost > capacity {
         return Err(CheckError::CostExceedsCapacity {
             cost: check.cost,
@@ -237,7 +237,7 @@ fn batch_call<'c>(
     args.push(ttl_grace_ms.to_string());
     for (check, check_keys, token) in items {
         keys.extend_from_slice(check_keys);
-        args.push(algorithm_code(check.params.algorithm).to_string());
+        args.push(algorithm_code(&check.params).to_string());
         push_params(&mut args, &check.params, check.cost);
         args.extend(token.map(|t| t.to_string()));
     }
@@ -268,7 +268,7 @@ async fn batch<C: ScriptRunner + ?Sized>(
     args.push(judged.len().to_string());
     for (_, _, entry) in &judged {
         call_keys.extend_from_slice(&entry.keys);
-        args.push(algorithm_code(entry.params.algorithm).to_string());
+        args.push(algorithm_code(&entry.params).to_string());
         push_params(&mut args, &entry.params, entry.cost);
     }
     let answer = store.eval(ScriptId::Batch, call_keys, args).await?;

@@ -6,7 +6,7 @@
 //! ([`candidate`](super::candidate)).
 
 use sluice_api::{MAX_BATCH, MAX_KEY_BYTES};
-use sluice_core::Decision;
+use sluice_core::{Counting, Decision};
 use sluice_store::{Check, StoreError, StoreKind};
 use tracing::Span;
 
@@ -156,11 +156,18 @@ impl Limiter {
         now_ms: u64,
         span: &Span,
     ) -> Result<Vec<Decision>, StoreError> {
-        let shadow_only = decisions
+        // Only denials of checks counting what they admit cancel a batch (one counting every
+        // hit, envoyproxy/ratelimit's rule, was counted whatever the others answered).
+        let cancels = |(d, r): (&Decision, &Resolved<'_>)| {
+            !d.allowed && r.check.params.counting == Counting::Admitted
+        };
+        let cancelling: Vec<&Resolved<'_>> = decisions
             .iter()
             .zip(resolved)
-            .all(|(d, r)| d.allowed || r.policy.shadow);
-        if !shadow_only || decisions.iter().all(|d| d.allowed) {
+            .filter(|&pair| cancels(pair))
+            .map(|(_, r)| r)
+            .collect();
+        if cancelling.is_empty() || !cancelling.iter().all(|r| r.policy.shadow) {
             return Ok(decisions);
         }
         let again: Vec<usize> = (0..resolved.len())
@@ -206,7 +213,7 @@ impl Limiter {
         let (limit, tier_slot) = policy.tier(input.tier);
         let limit = limit.clone();
         let cost = input.cost.unwrap_or(1);
-        let capacity = limit.params.capacity();
+        let capacity = limit.params.max_cost();
         if cost > capacity {
             return Err(LimitError::CostExceedsCapacity {
                 policy: input.policy.to_owned(),

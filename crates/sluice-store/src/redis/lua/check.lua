@@ -1,5 +1,6 @@
 -- One check: KEYS = the limit's keys;
--- ARGV = now_ms, limit, window_ms, burst, cost, leaky (1/0), ttl grace ms.
+-- ARGV = now_ms, limit, window_ms, burst, cost, mode flag (1/0: leaky_bucket's gcra, or
+-- fixed_window counting every hit), ttl grace ms.
 -- Answers { allowed, remaining, reset_ms, retry_after_ms, delay_ms, remaining before,
 -- reset before, refund token }.
 TTL_GRACE = tonumber(ARGV[7]) or 0

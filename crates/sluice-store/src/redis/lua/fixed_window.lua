@@ -1,4 +1,7 @@
 -- fixed_window: state 'window:count' (mirrors sluice-core algorithms/fixed_window.rs).
+-- `every_hit`: envoyproxy/ratelimit's counting: every hit is counted, denied ones too (the
+-- count capped at 2^53, where Lua numbers stop being exact), and a check is denied when the
+-- count after it exceeds the limit; a cost of 0 asks whether anything is left.
 
 local function fixed_window_expires(window, count, w)
   if count == 0 then
@@ -7,7 +10,7 @@ local function fixed_window_expires(window, count, w)
   return (window + 1) * w
 end
 
-local function fixed_window(k, now, limit, w, burst, cost)
+local function fixed_window(k, now, limit, w, burst, cost, every_hit)
   local key, raw, s = read_state(k, 2)
   local window, count
   if s then
@@ -27,9 +30,17 @@ local function fixed_window(k, now, limit, w, burst, cost)
   if count == 0 then
     peek_reset = now
   end
-  local allowed = count + cost <= limit
-  if allowed then
-    count = count + cost
+  local allowed
+  if not every_hit then
+    allowed = count + cost <= limit
+    if allowed then
+      count = count + cost
+    end
+  elseif cost > 0 then
+    count = min(count + cost, 2 ^ 53)
+    allowed = count <= limit
+  else
+    allowed = count < limit
   end
   local reset = window_end
   if count == 0 then
@@ -39,7 +50,8 @@ local function fixed_window(k, now, limit, w, burst, cost)
   if not allowed then
     retry = max(window_end - now, 0)
   end
-  store(key, raw, s ~= nil or (allowed and cost > 0), fixed_window_expires(window, count, w),
+  store(key, raw, s ~= nil or (cost > 0 and (allowed or every_hit)),
+    fixed_window_expires(window, count, w),
     s and fixed_window_expires(s[1], s[2], w), now, window, count)
   return allowed and 1 or 0, max(limit - count, 0), reset, retry, 0,
     peek_remaining, peek_reset, index
