@@ -139,10 +139,15 @@ impl Params {
             return Err(ParamsError::ZeroBurst);
         }
         let value = self.limit.max(self.burst);
-        if value
-            .checked_mul(self.window_ms)
-            .is_none_or(|product| product >= MAX_EXACT)
-        {
+        // Counting every hit multiplies no count by a window: its count and window edges stay
+        // exact as long as each is (a limit of billions per year is a valid envoyproxy one).
+        let exact = match self.counting {
+            Counting::Admitted => value
+                .checked_mul(self.window_ms)
+                .is_some_and(|product| product < MAX_EXACT),
+            Counting::EveryHit => value < MAX_EXACT && self.window_ms < MAX_EXACT,
+        };
+        if !exact {
             return Err(ParamsError::TooLarge {
                 value,
                 window_ms: self.window_ms,

@@ -13,6 +13,7 @@
 
 mod backend;
 mod compile;
+pub mod envoy;
 pub mod error;
 mod extract;
 pub mod forward_auth;

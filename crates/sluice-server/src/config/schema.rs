@@ -161,6 +161,12 @@ impl Default for ForwardAuthConfig {
 #[serde(deny_unknown_fields, default)]
 pub struct RlsConfig {
     pub descriptors: Vec<RlsDescriptorConfig>,
+    /// envoyproxy/ratelimit YAML: a directory of files (one domain each) or one file.
+    pub envoy_config: String,
+    /// Not a config key: the domains read from `envoy_config` by the load
+    /// ([`envoy::attach`](super::envoy::attach)).
+    #[serde(skip)]
+    pub envoy: std::sync::Arc<super::envoy::EnvoyDomains>,
 }
 
 /// `[[rls.descriptors]]`: a descriptor of `domain` whose entry keys are exactly `keys` (in

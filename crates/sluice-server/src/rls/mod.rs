@@ -6,6 +6,9 @@
 //! ([`Rules`](crate::service::rls_rules::Rules)); its key template over the entry values gives the sluice key. Decisions go
 //! through the [`Limiter`](crate::service::limiter::Limiter) like every HTTP check, so metrics, traces,
 //! shadow mode and fail modes apply unchanged. See [`service`] for the mapping of answers.
+//!
+//! A domain of `rls.envoy_config` (envoyproxy/ratelimit YAML) is answered by
+//! [`yaml_domains`], as envoyproxy/ratelimit answers it.
 
 #[allow(
     missing_debug_implementations,
@@ -15,6 +18,7 @@
 )]
 pub mod generated;
 pub mod service;
+pub mod yaml_domains;
 
 pub use generated::envoy::service::ratelimit::v3 as pb;
 pub use service::{RlsService, serve, serve_unix};

@@ -148,6 +148,14 @@ impl RlsService {
     /// together, all-or-nothing; the others are not limited.
     pub async fn answer(&self, request: &RateLimitRequest) -> Result<RateLimitResponse, Status> {
         validate(request)?;
+        // A domain of `rls.envoy_config` is answered as envoyproxy/ratelimit answers it.
+        let yaml = {
+            let rules = self.rules.load();
+            (rules.envoy.get(&request.domain).is_some()).then(|| rules.envoy.clone())
+        };
+        if let Some(domains) = yaml {
+            return super::yaml_domains::answer(&self.app, &domains, request).await;
+        }
         let matched = self.matched(request)?;
         let mut statuses = vec![
             DescriptorStatus {
@@ -231,15 +239,20 @@ impl RlsService {
             [one] => self.app.limiter.check(one, now_ms).await.map(|v| vec![v]),
             many => self.app.limiter.check_batch(many, now_ms).await,
         };
-        result.map_err(|err| match err {
-            LimitError::BackendUnavailable => Status::unavailable(
-                "the rate-limit backend is unavailable and the policy fails closed",
-            ),
-            LimitError::BadRequest { .. } | LimitError::CostExceedsCapacity { .. } => {
-                Status::invalid_argument(err.to_string())
-            }
-            LimitError::UnknownPolicy { .. } => Status::failed_precondition(err.to_string()),
-        })
+        result.map_err(limit_error)
+    }
+}
+
+/// The gRPC status of a limiter error.
+pub(super) fn limit_error(err: LimitError) -> Status {
+    match err {
+        LimitError::BackendUnavailable => {
+            Status::unavailable("the rate-limit backend is unavailable and the policy fails closed")
+        }
+        LimitError::BadRequest { .. } | LimitError::CostExceedsCapacity { .. } => {
+            Status::invalid_argument(err.to_string())
+        }
+        LimitError::UnknownPolicy { .. } => Status::failed_precondition(err.to_string()),
     }
 }
 
@@ -283,7 +296,7 @@ fn over_capacity(
 /// The response to decided descriptors: the headers of the most restrictive verdict (the
 /// longest wait of a denial, else the least remaining), and on a denial sluiced's problem
 /// document as the body.
-fn response(statuses: Vec<DescriptorStatus>, verdicts: &[Verdict]) -> RateLimitResponse {
+pub(super) fn response(statuses: Vec<DescriptorStatus>, verdicts: &[Verdict]) -> RateLimitResponse {
     let allowed = verdicts.iter().all(|v| v.allowed);
     let worst = verdicts
         .iter()

@@ -11,6 +11,8 @@ use crate::config::schema::{PolicyConfig, RlsConfig};
 #[derive(Debug, Default)]
 pub struct Rules {
     by_domain: HashMap<Box<str>, Vec<Rule>>,
+    /// The domains of `rls.envoy_config`, loaded with the config (and so swapped with it).
+    pub envoy: std::sync::Arc<crate::config::envoy::EnvoyDomains>,
 }
 
 /// One `[[rls.descriptors]]` entry.
@@ -38,7 +40,10 @@ impl Rules {
         policies: &BTreeMap<String, PolicyConfig>,
     ) -> Result<Rules, Vec<FieldError>> {
         let mut errors = Vec::new();
-        let mut rules = Rules::default();
+        let mut rules = Rules {
+            envoy: config.envoy.clone(),
+            ..Rules::default()
+        };
         for (i, d) in config.descriptors.iter().enumerate() {
             let field = |name: &str| format!("rls.descriptors[{i}].{name}");
             let before = errors.len();
