@@ -11,6 +11,7 @@ mod caddy;
 mod candidate;
 mod candidate_admin;
 mod envoy;
+mod envoy_yaml;
 mod errors;
 mod features;
 mod forward_auth;
