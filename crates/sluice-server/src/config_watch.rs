@@ -11,6 +11,10 @@
 //! path now leads to differ from the last ones it saw, so a `touch` or a change to another file
 //! of the directory reloads nothing.
 //!
+//! The directory of envoyproxy/ratelimit YAML (`rls.envoy_config`, see
+//! [`for_source`](ConfigWatch::for_source)) is watched the same way, beside the file: a change
+//! of any of its YAML files (or of the one YAML file) reloads like an edit of the config file.
+//!
 //! What a change leads to is the caller's: `sluiced` runs the very reload SIGHUP runs (the same
 //! validation, the same metric, the running config kept on error).
 
@@ -23,7 +27,7 @@ use notify::{Event, EventKind, RecommendedWatcher, RecursiveMode, Watcher};
 use parking_lot::Mutex;
 use tokio::sync::mpsc;
 
-use crate::config::ConfigSource;
+use crate::config::{ConfigSource, envoy};
 
 /// How long the directory must stay quiet before the file is read: long enough to cover the
 /// steps of one kubelet update or editor save, short against kubelet's own sync period (about a
@@ -52,19 +56,22 @@ pub struct ConfigWatch {
 /// that came from elsewhere: SIGHUP), `None` when it could not be read.
 #[derive(Debug, Clone, Default)]
 struct Seen {
-    path: PathBuf,
+    paths: Vec<PathBuf>,
     fingerprint: Arc<Mutex<Option<u64>>>,
 }
 
 impl ConfigWatch {
-    /// Watches the file of `source` (nothing for the built-in or an in-memory config). A watch
+    /// Watches the file of `source` (nothing for the built-in or an in-memory config) and the
+    /// YAML file or directory of `envoy_config`, if any. A watch
     /// that cannot start is logged as a warning: reloading on SIGHUP is unaffected.
     /// Must be called inside a tokio runtime.
-    pub fn for_source(source: &ConfigSource) -> ConfigWatch {
+    pub fn for_source(source: &ConfigSource, envoy_config: Option<&Path>) -> ConfigWatch {
         let ConfigSource::File(path) = source else {
             return ConfigWatch::inert();
         };
-        match ConfigWatch::start(path, DEBOUNCE) {
+        let mut paths = vec![path.clone()];
+        paths.extend(envoy_config.map(Path::to_path_buf));
+        match ConfigWatch::start_all(&paths, DEBOUNCE) {
             Ok(watch) => watch,
             Err(err) => {
                 tracing::warn!("{err}; the file is reloaded on SIGHUP only");
@@ -84,10 +91,27 @@ impl ConfigWatch {
     /// `debounce` and the file's content differs from the last seen. Must be called inside a
     /// tokio runtime: the debounce runs as a task, which ends when this value is dropped.
     pub fn start(path: &Path, debounce: Duration) -> Result<ConfigWatch, WatchError> {
-        let dir = match path.parent() {
-            Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
-            _ => PathBuf::from("."),
-        };
+        ConfigWatch::start_all(&[path.to_path_buf()], debounce)
+    }
+
+    /// As [`start`](Self::start), for several paths: a file is watched through its directory,
+    /// a directory itself; a change is the content of any of them differing from the last
+    /// seen (a directory's content: its YAML files, see [`fingerprint`]).
+    pub fn start_all(paths: &[PathBuf], debounce: Duration) -> Result<ConfigWatch, WatchError> {
+        let mut dirs: Vec<PathBuf> = paths
+            .iter()
+            .map(|path| {
+                if path.is_dir() {
+                    return path.clone();
+                }
+                match path.parent() {
+                    Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
+                    _ => PathBuf::from("."),
+                }
+            })
+            .collect();
+        dirs.sort();
+        dirs.dedup();
         // One slot: an event that finds it full is covered by the one already waiting, so a
         // burst of events costs nothing and the queue is bounded.
         let (events_tx, events) = mpsc::channel::<()>(1);
@@ -102,19 +126,24 @@ impl ConfigWatch {
             }
         })
         .map_err(|source| WatchError {
-            dir: dir.display().to_string(),
+            dir: dirs
+                .first()
+                .map(|d| d.display().to_string())
+                .unwrap_or_default(),
             source,
         })?;
-        watcher
-            .watch(&dir, RecursiveMode::NonRecursive)
-            .map_err(|source| WatchError {
-                dir: dir.display().to_string(),
-                source,
-            })?;
+        for dir in &dirs {
+            watcher
+                .watch(dir, RecursiveMode::NonRecursive)
+                .map_err(|source| WatchError {
+                    dir: dir.display().to_string(),
+                    source,
+                })?;
+        }
         let (changes_tx, changes) = mpsc::channel::<()>(1);
         let seen = Seen {
-            path: path.to_path_buf(),
-            fingerprint: Arc::new(Mutex::new(fingerprint(path))),
+            paths: paths.to_vec(),
+            fingerprint: Arc::new(Mutex::new(fingerprint(paths))),
         };
         tokio::spawn(debounced(
             seen.clone(),
@@ -135,7 +164,7 @@ impl ConfigWatch {
     /// next change or signal: a window of microseconds.)
     pub fn reloaded(&self) {
         if self.changes.is_some() {
-            *self.seen.fingerprint.lock() = fingerprint(&self.seen.path);
+            *self.seen.fingerprint.lock() = fingerprint(&self.seen.paths);
         }
     }
 
@@ -164,7 +193,7 @@ async fn debounced(
     changes: mpsc::Sender<()>,
     debounce: Duration,
 ) {
-    let path = seen.path.clone();
+    let paths = seen.paths.clone();
     while events.recv().await.is_some() {
         loop {
             match tokio::time::timeout(debounce, events.recv()).await {
@@ -174,8 +203,8 @@ async fn debounced(
             }
         }
         let now = {
-            let path = path.clone();
-            tokio::task::spawn_blocking(move || fingerprint(&path))
+            let paths = paths.clone();
+            tokio::task::spawn_blocking(move || fingerprint(&paths))
                 .await
                 .unwrap_or(None)
         };
@@ -188,18 +217,32 @@ async fn debounced(
         }
         // A file that cannot be read is reported too: the reload then says why, and keeps the
         // running config.
-        tracing::info!(file = %path.display(), "config file changed: reloading");
+        tracing::info!(file = %paths[0].display(), "config changed: reloading");
         if changes.send(()).await.is_err() {
             return;
         }
     }
 }
 
-/// A hash of the bytes `path` leads to now (following symlinks), `None` when unreadable.
-fn fingerprint(path: &Path) -> Option<u64> {
-    let bytes = std::fs::read(path).ok()?;
+/// A hash of the bytes `paths` lead to now (following symlinks), `None` when the first (the
+/// config file) is unreadable. A directory counts as the names and bytes of the files
+/// [`envoy::yaml_files`] reads in it.
+fn fingerprint(paths: &[PathBuf]) -> Option<u64> {
     let mut hasher = DefaultHasher::new();
-    bytes.hash(&mut hasher);
+    for (i, path) in paths.iter().enumerate() {
+        if path.is_dir() {
+            for file in envoy::yaml_files(path).unwrap_or_default() {
+                file.hash(&mut hasher);
+                std::fs::read(&file).ok().hash(&mut hasher);
+            }
+            continue;
+        }
+        match std::fs::read(path) {
+            Ok(bytes) => bytes.hash(&mut hasher),
+            Err(_) if i == 0 => return None,
+            Err(_) => None::<Vec<u8>>.hash(&mut hasher),
+        }
+    }
     Some(hasher.finish())
 }
 
@@ -275,7 +318,7 @@ mod tests {
 
     #[tokio::test]
     async fn no_file_source_never_changes() {
-        let mut watch = ConfigWatch::for_source(&ConfigSource::Builtin);
+        let mut watch = ConfigWatch::for_source(&ConfigSource::Builtin, None);
         assert!(watch.changes.is_none());
         tokio::select! {
             () = watch.changed() => panic!("a built-in config changed"),

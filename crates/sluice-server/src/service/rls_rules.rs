@@ -267,6 +267,7 @@ mod tests {
                     "u:{user}:{path}:{user}",
                 ),
             ],
+            ..RlsConfig::default()
         };
         let rules = Rules::compile(&config, &policies()).unwrap();
         assert_eq!(rules.len(), 2);
@@ -307,6 +308,7 @@ mod tests {
                 rule("edge", &["a"], "public", "{a}"),
                 rule("edge", &["a"], "public", "again:{a}"),
             ],
+            ..RlsConfig::default()
         };
         let errors = Rules::compile(&config, &policies()).unwrap_err();
         let fields: Vec<&str> = errors.iter().map(|e| e.field.as_str()).collect();
@@ -345,6 +347,7 @@ mod tests {
                 // Another domain may use another scope.
                 rule("api", &["b"], "shared", "b:{b}"),
             ],
+            ..RlsConfig::default()
         };
         let errors = Rules::compile(&config, &policies).unwrap_err();
         assert_eq!(errors.len(), 1, "{errors:?}");

@@ -34,9 +34,16 @@ const MAX_FILE_BYTES: u64 = 4 << 20;
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct EnvoyDomains {
     domains: BTreeMap<String, Domain>,
+    /// `rls.envoy_config`, when set.
+    path: Option<PathBuf>,
 }
 
 impl EnvoyDomains {
+    /// The file or directory the domains were read from.
+    pub fn path(&self) -> Option<&Path> {
+        self.path.as_deref()
+    }
+
     pub fn get(&self, domain: &str) -> Option<&Domain> {
         self.domains.get(domain)
     }
@@ -84,7 +91,10 @@ pub fn attach(config: &mut Config) -> Vec<FieldError> {
         }
     }
     config.policies.extend(generated);
-    config.rls.envoy = Arc::new(EnvoyDomains { domains });
+    config.rls.envoy = Arc::new(EnvoyDomains {
+        domains,
+        path: Some(PathBuf::from(path)),
+    });
     errors
 }
 
@@ -132,9 +142,7 @@ fn load(path: &Path, errors: &mut Vec<FieldError>) -> BTreeMap<String, Domain> {
     domains
 }
 
-/// The files to read: `path` itself, or the `.yaml` and `.yml` files of the directory (not
-/// hidden ones: a Kubernetes ConfigMap mount keeps its versions in `..data` directories), in
-/// name order.
+/// The files to read: `path` itself, or the [`yaml_files`] of the directory.
 fn files(path: &Path, errors: &mut Vec<FieldError>) -> Vec<PathBuf> {
     let shown = path.display();
     let metadata = match std::fs::metadata(path) {
@@ -150,8 +158,8 @@ fn files(path: &Path, errors: &mut Vec<FieldError>) -> Vec<PathBuf> {
     if !metadata.is_dir() {
         return vec![path.to_owned()];
     }
-    let entries = match std::fs::read_dir(path) {
-        Ok(entries) => entries,
+    let mut files = match yaml_files(path) {
+        Ok(files) => files,
         Err(err) => {
             errors.push(FieldError::new(
                 FIELD,
@@ -160,17 +168,6 @@ fn files(path: &Path, errors: &mut Vec<FieldError>) -> Vec<PathBuf> {
             return Vec::new();
         }
     };
-    let mut files: Vec<PathBuf> = entries
-        .filter_map(Result::ok)
-        .map(|entry| entry.path())
-        .filter(|p| {
-            let name = p.file_name().and_then(|n| n.to_str()).unwrap_or(".");
-            !name.starts_with('.')
-                && (name.ends_with(".yaml") || name.ends_with(".yml"))
-                && p.is_file()
-        })
-        .collect();
-    files.sort();
     if files.len() > MAX_FILES {
         errors.push(FieldError::new(
             FIELD,
@@ -182,6 +179,23 @@ fn files(path: &Path, errors: &mut Vec<FieldError>) -> Vec<PathBuf> {
         files.truncate(MAX_FILES);
     }
     files
+}
+
+/// The `.yaml` and `.yml` files of directory `dir` that are read, in name order: not hidden
+/// ones (a Kubernetes ConfigMap mount keeps its versions in `..data` directories).
+pub fn yaml_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)?
+        .filter_map(Result::ok)
+        .map(|entry| entry.path())
+        .filter(|p| {
+            let name = p.file_name().and_then(|n| n.to_str()).unwrap_or(".");
+            !name.starts_with('.')
+                && (name.ends_with(".yaml") || name.ends_with(".yml"))
+                && p.is_file()
+        })
+        .collect();
+    files.sort();
+    Ok(files)
 }
 
 /// A file's text, refused past [`MAX_FILE_BYTES`].
