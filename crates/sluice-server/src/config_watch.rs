@@ -11,12 +11,12 @@
 //! path now leads to differ from the last ones it saw, so a `touch` or a change to another file
 //! of the directory reloads nothing.
 //!
-//! The directory of envoyproxy/ratelimit YAML (`rls.envoy_config`, see
-//! [`for_source`](ConfigWatch::for_source)) is watched the same way, beside the file: a change
-//! of any of its YAML files (or of the one YAML file) reloads like an edit of the config file.
-//!
 //! What a change leads to is the caller's: `sluiced` runs the very reload SIGHUP runs (the same
-//! validation, the same metric, the running config kept on error).
+//! validation, the same metric, the running config kept on error). The same watch, over a set
+//! of files, notices a rotated TLS certificate, key or CA bundle ([`ConfigWatch::files`]):
+//! cert-manager and kubelet replace Secret mounts the way they replace ConfigMaps. A path of
+//! the set may be a directory (envoyproxy/ratelimit's YAML directory, `rls.envoy_config`): it
+//! is watched itself, and its content is its YAML files.
 
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::path::{Path, PathBuf};
@@ -36,14 +36,14 @@ pub const DEBOUNCE: Duration = Duration::from_millis(300);
 
 /// Why the watch could not start (the daemon runs on without it; SIGHUP still reloads).
 #[derive(Debug, thiserror::Error)]
-#[error("cannot watch {dir} for config changes: {source}")]
+#[error("cannot watch {dir} for changes: {source}")]
 pub struct WatchError {
     dir: String,
     #[source]
     source: notify::Error,
 }
 
-/// A watch of one config file. Without a file (built-in config) or when the watch could not
+/// A watch of one config file (or of a set of files). Without a file (built-in config) or when the watch could not
 /// start, [`changed`](ConfigWatch::changed) never completes.
 #[derive(Debug)]
 pub struct ConfigWatch {
@@ -57,21 +57,20 @@ pub struct ConfigWatch {
 #[derive(Debug, Clone, Default)]
 struct Seen {
     paths: Vec<PathBuf>,
+    /// What the change is logged as ("config file", "TLS certificate files").
+    what: &'static str,
     fingerprint: Arc<Mutex<Option<u64>>>,
 }
 
 impl ConfigWatch {
-    /// Watches the file of `source` (nothing for the built-in or an in-memory config) and the
-    /// YAML file or directory of `envoy_config`, if any. A watch
+    /// Watches the file of `source` (nothing for the built-in or an in-memory config). A watch
     /// that cannot start is logged as a warning: reloading on SIGHUP is unaffected.
     /// Must be called inside a tokio runtime.
-    pub fn for_source(source: &ConfigSource, envoy_config: Option<&Path>) -> ConfigWatch {
+    pub fn for_source(source: &ConfigSource) -> ConfigWatch {
         let ConfigSource::File(path) = source else {
             return ConfigWatch::inert();
         };
-        let mut paths = vec![path.clone()];
-        paths.extend(envoy_config.map(Path::to_path_buf));
-        match ConfigWatch::start_all(&paths, DEBOUNCE) {
+        match ConfigWatch::start(path, DEBOUNCE) {
             Ok(watch) => watch,
             Err(err) => {
                 tracing::warn!("{err}; the file is reloaded on SIGHUP only");
@@ -91,23 +90,34 @@ impl ConfigWatch {
     /// `debounce` and the file's content differs from the last seen. Must be called inside a
     /// tokio runtime: the debounce runs as a task, which ends when this value is dropped.
     pub fn start(path: &Path, debounce: Duration) -> Result<ConfigWatch, WatchError> {
-        ConfigWatch::start_all(&[path.to_path_buf()], debounce)
+        ConfigWatch::start_files(&[path.to_path_buf()], "config file", debounce)
     }
 
-    /// As [`start`](Self::start), for several paths: a file is watched through its directory,
-    /// a directory itself; a change is the content of any of them differing from the last
-    /// seen (a directory's content: its YAML files, see [`fingerprint`]).
-    pub fn start_all(paths: &[PathBuf], debounce: Duration) -> Result<ConfigWatch, WatchError> {
+    /// Watches the directories of `paths` (TLS files: a certificate, its key, a CA bundle);
+    /// a change is reported once they have been quiet for [`DEBOUNCE`] and the content of any
+    /// file differs from the last seen. A watch that cannot start is logged as a warning.
+    /// Must be called inside a tokio runtime.
+    pub fn files(paths: &[PathBuf], what: &'static str) -> ConfigWatch {
+        match ConfigWatch::start_files(paths, what, DEBOUNCE) {
+            Ok(watch) => watch,
+            Err(err) => {
+                tracing::warn!("{err}; the {what} are read again on SIGHUP only");
+                ConfigWatch::inert()
+            }
+        }
+    }
+
+    fn start_files(
+        paths: &[PathBuf],
+        what: &'static str,
+        debounce: Duration,
+    ) -> Result<ConfigWatch, WatchError> {
         let mut dirs: Vec<PathBuf> = paths
             .iter()
-            .map(|path| {
-                if path.is_dir() {
-                    return path.clone();
-                }
-                match path.parent() {
-                    Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
-                    _ => PathBuf::from("."),
-                }
+            .map(|path| match path.parent() {
+                _ if path.is_dir() => path.clone(),
+                Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
+                _ => PathBuf::from("."),
             })
             .collect();
         dirs.sort();
@@ -127,9 +137,10 @@ impl ConfigWatch {
         })
         .map_err(|source| WatchError {
             dir: dirs
-                .first()
-                .map(|d| d.display().to_string())
-                .unwrap_or_default(),
+                .iter()
+                .map(|dir| dir.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
             source,
         })?;
         for dir in &dirs {
@@ -143,6 +154,7 @@ impl ConfigWatch {
         let (changes_tx, changes) = mpsc::channel::<()>(1);
         let seen = Seen {
             paths: paths.to_vec(),
+            what,
             fingerprint: Arc::new(Mutex::new(fingerprint(paths))),
         };
         tokio::spawn(debounced(
@@ -217,31 +229,27 @@ async fn debounced(
         }
         // A file that cannot be read is reported too: the reload then says why, and keeps the
         // running config.
-        tracing::info!(file = %paths[0].display(), "config changed: reloading");
+        let files: Vec<_> = paths.iter().map(|p| p.display().to_string()).collect();
+        tracing::info!(files = %files.join(" "), "{} changed: reloading", seen.what);
         if changes.send(()).await.is_err() {
             return;
         }
     }
 }
 
-/// A hash of the bytes `paths` lead to now (following symlinks), `None` when the first (the
-/// config file) is unreadable. A directory counts as the names and bytes of the files
-/// [`envoy::yaml_files`] reads in it.
+/// A hash of the bytes `paths` lead to now (following symlinks), `None` when one is unreadable.
 fn fingerprint(paths: &[PathBuf]) -> Option<u64> {
     let mut hasher = DefaultHasher::new();
-    for (i, path) in paths.iter().enumerate() {
+    for path in paths {
         if path.is_dir() {
-            for file in envoy::yaml_files(path).unwrap_or_default() {
+            // A directory: the names and bytes of the YAML files the config load reads.
+            for file in envoy::yaml_files(path).ok()? {
                 file.hash(&mut hasher);
-                std::fs::read(&file).ok().hash(&mut hasher);
+                std::fs::read(&file).ok()?.hash(&mut hasher);
             }
             continue;
         }
-        match std::fs::read(path) {
-            Ok(bytes) => bytes.hash(&mut hasher),
-            Err(_) if i == 0 => return None,
-            Err(_) => None::<Vec<u8>>.hash(&mut hasher),
-        }
+        std::fs::read(path).ok()?.hash(&mut hasher);
     }
     Some(hasher.finish())
 }
@@ -318,7 +326,7 @@ mod tests {
 
     #[tokio::test]
     async fn no_file_source_never_changes() {
-        let mut watch = ConfigWatch::for_source(&ConfigSource::Builtin, None);
+        let mut watch = ConfigWatch::for_source(&ConfigSource::Builtin);
         assert!(watch.changes.is_none());
         tokio::select! {
             () = watch.changed() => panic!("a built-in config changed"),

@@ -1,7 +1,7 @@
 //! `sluiced`: parses arguments, loads the config, binds the listeners and turns signals into
 //! reloads and a graceful stop. Everything else lives in the library.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -220,10 +220,13 @@ async fn run(
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let (drop_tx, drop_rx) = tokio::sync::oneshot::channel::<()>();
     let reload_app = app.clone();
-    // The YAML of `rls.envoy_config` as loaded at start is watched too (a new path set by a
-    // reload is read on every reload, and watched from the next start).
-    let envoy_config = app.rls.load().envoy.path().map(Path::to_path_buf);
-    let mut watch = ConfigWatch::for_source(&source, envoy_config.as_deref());
+    let mut watch = ConfigWatch::for_source(&source);
+    // The YAML of `rls.envoy_config` as loaded at start, reloaded like the file when it
+    // changes (a new path set by a reload is read on every reload, watched from the next start).
+    let mut yaml_watch = match app.rls.load().envoy.path() {
+        Some(path) => ConfigWatch::files(&[path.to_path_buf()], "envoyproxy/ratelimit YAML"),
+        None => ConfigWatch::for_source(&ConfigSource::Builtin),
+    };
     let shutdown_timeout = listen.shutdown_timeout;
     let signals = tokio::spawn(async move {
         loop {
@@ -233,8 +236,10 @@ async fn run(
                 _ = hangup.recv() => {
                     reload_app.reload(&source);
                     watch.reloaded();
+                    yaml_watch.reloaded();
                 }
                 () = watch.changed() => reload_app.reload(&source),
+                () = yaml_watch.changed() => reload_app.reload(&source),
             }
         }
         activation::notify_stopping();

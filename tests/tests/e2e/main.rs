@@ -12,6 +12,7 @@ mod candidate;
 mod candidate_admin;
 mod envoy;
 mod envoy_yaml;
+mod envoy_yaml_proxy;
 mod errors;
 mod features;
 mod forward_auth;
