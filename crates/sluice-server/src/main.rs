@@ -145,6 +145,9 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // Before any listener serves: a check answered while the backend is still connecting would
+    // get the fail mode although Redis is healthy.
+    runtime.block_on(connect(&stores, &compiled));
     let code = match runtime.block_on(run(source, compiled, stores, inherited, &telemetry)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
@@ -159,6 +162,33 @@ fn main() -> ExitCode {
         tracing::warn!("trace exporter shutdown: {err}");
     }
     code
+}
+
+/// Waits for the backends (up to `backend.connect_timeout`); one line when the daemon serves
+/// without one of them, as it then does by each policy's fail mode.
+async fn connect(stores: &Stores, compiled: &Compiled) {
+    let settings = &compiled.settings;
+    let connected = service::connect::connect(stores, &settings.backend, &settings.region).await;
+    if connected.unreached.is_empty() {
+        return;
+    }
+    let backends: Vec<&str> = connected
+        .unreached
+        .iter()
+        .map(|unreached| unreached.backend.as_str())
+        .collect();
+    let reasons: Vec<&str> = connected
+        .unreached
+        .iter()
+        .map(|unreached| unreached.reason.as_str())
+        .collect();
+    tracing::warn!(
+        backends = %backends.join(", "),
+        reason = %reasons.join("; "),
+        "sluiced is not connected to its backend after {:?}: serving anyway, each policy by \
+         its fail mode, not ready until the backend answers",
+        connected.waited_at_most
+    );
 }
 
 async fn run(

@@ -26,7 +26,7 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(50);
 /// Default bound on concurrent calls into one store.
 pub const DEFAULT_MAX_IN_FLIGHT: usize = 4096;
 /// Default time allowed to open one TCP connection.
-pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_millis(500);
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// A single Redis server (`backend.kind = "redis"`).
 ///
@@ -45,7 +45,8 @@ pub struct RedisStoreConfig {
     /// `backend.timeout`: bound on each store call, including a NOSCRIPT reload, and the
     /// response timeout of the connection. Default 50 ms.
     pub timeout: Duration,
-    /// Bound on opening a connection. Default 500 ms (calls still end at `timeout`).
+    /// `backend.connect_timeout`: bound on opening a connection, and on the daemon's wait for
+    /// its backend before it serves. Default 1 s (calls still end at `timeout`).
     pub connect_timeout: Duration,
     /// Most concurrent calls; more are refused with `Unavailable`. Default 4096.
     pub max_in_flight: usize,
@@ -90,7 +91,8 @@ pub struct ClusterStoreConfig {
     /// `backend.timeout`: bound on each store call (a cross-slot batch with its refund
     /// included) and the client's command timeout. Default 50 ms.
     pub timeout: Duration,
-    /// Bound on opening a connection to a node. Default 500 ms.
+    /// `backend.connect_timeout`: bound on opening a connection to a node, and on the daemon's
+    /// wait for the slot map before it serves. Default 1 s.
     pub connect_timeout: Duration,
     /// Most concurrent calls; more are refused with `Unavailable`. Default 4096.
     pub max_in_flight: usize,

@@ -58,6 +58,16 @@ impl BackendSettings {
         }
     }
 
+    /// How long the daemon waits for this backend before it serves; `None` for process
+    /// memory, which needs no connection.
+    pub fn connect_timeout(&self) -> Option<Duration> {
+        match self {
+            BackendSettings::Memory(_) => None,
+            BackendSettings::Redis(config) => Some(config.connect_timeout),
+            BackendSettings::Cluster(config) => Some(config.connect_timeout),
+        }
+    }
+
     /// Where the counters live, with any credentials redacted (for logs).
     pub fn address(&self) -> String {
         match self {

@@ -295,6 +295,10 @@ fn compile_backend(
         errors.push(FieldError::new("backend.timeout", why));
         Duration::from_millis(1)
     });
+    let connect_timeout = parse_positive_duration(&config.connect_timeout).unwrap_or_else(|why| {
+        errors.push(FieldError::new("backend.connect_timeout", why));
+        Duration::from_millis(1)
+    });
     if config.max_keys == 0 {
         errors.push(FieldError::new("backend.max_keys", "must be at least 1"));
     }
@@ -320,6 +324,7 @@ fn compile_backend(
                 url: config.url.clone(),
                 prefix: config.prefix.clone(),
                 timeout,
+                connect_timeout,
                 ..RedisStoreConfig::default()
             })
         }
@@ -334,6 +339,7 @@ fn compile_backend(
                 nodes: config.nodes.clone(),
                 prefix: config.prefix.clone(),
                 timeout,
+                connect_timeout,
                 ..ClusterStoreConfig::default()
             })
         }

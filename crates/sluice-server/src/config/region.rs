@@ -10,7 +10,7 @@
 
 use std::collections::HashSet;
 
-use sluice_store::{ClusterStoreConfig, RedisStoreConfig};
+use sluice_store::{ClusterStoreConfig, DEFAULT_CONNECT_TIMEOUT, RedisStoreConfig};
 
 use super::backend::{BackendSettings, check_store};
 use super::error::FieldError;
@@ -37,10 +37,15 @@ pub struct RegionSettings {
 fn compile_remote(
     config: &RemoteConfig,
     field: &str,
-    prefix: &str,
+    backend: &BackendConfig,
     errors: &mut Vec<FieldError>,
 ) -> Option<BackendSettings> {
     let before = errors.len();
+    let prefix = backend.prefix.as_str();
+    // `backend.connect_timeout` bounds every backend's connection and the wait before serving
+    // (its errors are `[backend]`'s, reported once there).
+    let connect_timeout =
+        parse_positive_duration(&backend.connect_timeout).unwrap_or(DEFAULT_CONNECT_TIMEOUT);
     let timeout = parse_positive_duration(&config.timeout)
         .map_err(|why| errors.push(FieldError::new(format!("{field}.timeout"), why)))
         .ok();
@@ -63,6 +68,7 @@ fn compile_remote(
             url: config.url.clone(),
             prefix: prefix.to_owned(),
             timeout: timeout?,
+            connect_timeout,
             // On a cross-region link Nagle would hold concurrent commands back a round trip.
             tcp_nodelay: true,
             ..RedisStoreConfig::default()
@@ -71,6 +77,7 @@ fn compile_remote(
             nodes: config.nodes.clone(),
             prefix: prefix.to_owned(),
             timeout: timeout?,
+            connect_timeout,
             ..ClusterStoreConfig::default()
         })),
         other => {
@@ -112,13 +119,13 @@ pub(crate) fn compile_region(
                 "the global backend has no region name",
             ));
         }
-        compile_remote(global, "region.global", &backend.prefix, errors)
+        compile_remote(global, "region.global", backend, errors)
     });
     let mut seen = HashSet::new();
     let mut peers = Vec::new();
     for (i, peer) in region.peers.iter().enumerate() {
         let field = format!("region.peers[{i}]");
-        if let Some(settings) = compile_remote(peer, &field, &backend.prefix, errors) {
+        if let Some(settings) = compile_remote(peer, &field, backend, errors) {
             peers.push((peer.name.clone(), settings));
         }
         if !is_valid_name(&peer.name) {
@@ -158,7 +165,7 @@ pub(crate) fn compile_region(
                 ..RemoteConfig::default()
             },
             "backend",
-            &backend.prefix,
+            backend,
             errors,
         )
         .map(|local| match local {

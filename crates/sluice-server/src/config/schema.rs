@@ -92,6 +92,9 @@ pub struct BackendConfig {
     pub url: String,
     pub nodes: Vec<String>,
     pub timeout: String,
+    /// How long sluiced waits for its backend before it serves (and the bound on opening one
+    /// connection); past it the daemon serves anyway, by each policy's fail mode.
+    pub connect_timeout: String,
     pub prefix: String,
     pub max_keys: u64,
 }
@@ -103,6 +106,7 @@ impl Default for BackendConfig {
             url: "redis://127.0.0.1:6379".to_owned(),
             nodes: Vec::new(),
             timeout: "50ms".to_owned(),
+            connect_timeout: "1s".to_owned(),
             prefix: "rl".to_owned(),
             max_keys: 1_000_000,
         }

@@ -8,7 +8,8 @@
 //!   merged with the run-time settings (limit overrides and candidates, applied as [`merge`]
 //!   says), and the loop that keeps them in sync.
 //! - [`stores`]: the stores the settings describe, built from the clients of [`clients`];
-//!   [`health`]: whether a Redis backend's checks get answers.
+//!   [`connect`]: the wait for them before the daemon serves; [`health`]: whether a Redis
+//!   backend's checks get answers.
 //! - [`rls_rules`]: which Envoy descriptors are limited, by which policy and key.
 //! - [`limiter`]: the one place that calls a store.
 //! - [`slo`]: the last hour of every policy and its SLO burn rates (`GET /v1/status`).
@@ -19,6 +20,7 @@ pub mod answer;
 pub mod app;
 pub mod clients;
 pub mod compile;
+pub mod connect;
 pub mod health;
 pub mod json;
 pub mod limiter;

@@ -61,6 +61,13 @@ impl Daemon {
             time.clone(),
         )
         .unwrap();
+        // As the binary: the backend connected before the first check.
+        crate::service::connect::connect(
+            &stores,
+            &settings.settings.backend,
+            &settings.settings.region,
+        )
+        .await;
         Daemon::serving_with(App::new(settings, stores, time), clock, connections).await
     }
 

@@ -306,8 +306,10 @@ impl ScriptRunner for Cluster {
             .map_err(|e| map_error(&e))
     }
 
-    /// Every master must answer: a check may land on any of them.
+    /// Every master must answer: a check may land on any of them. A client still learning
+    /// the slot map (just started, or reconnecting) is waited for, within the caller's bound.
     async fn ping(&self) -> Result<(), StoreError> {
+        self.routable().await?;
         self.client
             .ping::<()>(None)
             .await
