@@ -87,7 +87,11 @@ pub fn load_with<T>(
     let mut extracted = extract(&figment).map_err(|err| from_figment(*err, &name))?;
     // The YAML of `rls.envoy_config` adds its domains and their policies to the tree, so
     // both compiles below see them.
-    let yaml = super::envoy::attach(&mut extracted.config);
+    let base = match source {
+        ConfigSource::File(path) => path.parent(),
+        _ => None,
+    };
+    let yaml = super::envoy::attach(&mut extracted.config, base);
     let errors: Vec<FieldError> = match (compile(&extracted.config), also(&extracted.config)) {
         (Ok(mut settings), Ok(theirs)) if extracted.problems.is_empty() && yaml.is_empty() => {
             settings.source = name;

@@ -63,15 +63,20 @@ impl EnvoyDomains {
 }
 
 /// Reads `config.rls.envoy_config` (when set) into `config`: the domains into
-/// `config.rls.envoy`, each limit's policy into `config.policies`. Every problem is returned,
-/// the YAML's under [`FIELD`] naming the file and the path.
-pub fn attach(config: &mut Config) -> Vec<FieldError> {
-    let path = config.rls.envoy_config.trim();
-    if path.is_empty() {
+/// `config.rls.envoy`, each limit's policy into `config.policies`. A relative path is taken
+/// from `base`, the directory of the config file (none: the working directory). Every problem
+/// is returned, the YAML's under [`FIELD`] naming the file and the path.
+pub fn attach(config: &mut Config, base: Option<&Path>) -> Vec<FieldError> {
+    let written = config.rls.envoy_config.trim();
+    if written.is_empty() {
         return Vec::new();
     }
+    let path = match base {
+        Some(base) if Path::new(written).is_relative() => base.join(written),
+        _ => PathBuf::from(written),
+    };
     let mut errors = Vec::new();
-    let mut domains = load(Path::new(path), &mut errors);
+    let mut domains = load(&path, &mut errors);
     let taken: Vec<String> = config.policies.keys().cloned().collect();
     let generated = policies::assign(&mut domains, &taken);
     for domain in domains.values() {
@@ -93,7 +98,7 @@ pub fn attach(config: &mut Config) -> Vec<FieldError> {
     config.policies.extend(generated);
     config.rls.envoy = Arc::new(EnvoyDomains {
         domains,
-        path: Some(PathBuf::from(path)),
+        path: Some(path),
     });
     errors
 }
