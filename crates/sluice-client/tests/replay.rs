@@ -333,10 +333,16 @@ fn a_config_with_envoyproxy_ratelimit_yaml_replays_its_limits() {
     let config = dir.write("sluice.toml", "[rls]\nenvoy_config = \"ratelimit\"\n");
     let mut csv = String::from("timestamp,key,policy\n");
     for i in 0..25 {
-        csv.push_str(&format!("{}.{i:03},remote_address=10.0.0.1,per_ip\n", T0_SECS));
+        csv.push_str(&format!(
+            "{}.{i:03},remote_address=10.0.0.1,per_ip\n",
+            T0_SECS
+        ));
     }
     let log = dir.write("requests.csv", &csv);
-    let output = replay(&config, &["--format", "csv", "--json", log.to_str().unwrap()]);
+    let output = replay(
+        &config,
+        &["--format", "csv", "--json", log.to_str().unwrap()],
+    );
     let document = json_of(&output);
     // envoyproxy/ratelimit's counting: 10 a minute, the other 15 over the limit.
     assert_eq!(counts(&document, "per_ip", "none"), (25, 15));

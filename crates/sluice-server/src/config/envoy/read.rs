@@ -391,3 +391,57 @@ fn kind(value: &Value) -> &'static str {
         Value::Tagged(_) => "a tagged value",
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn problems(text: &str) -> Vec<String> {
+        read("f.yaml", text)
+            .1
+            .into_iter()
+            .map(|p| format!("{}: {}", p.path, p.message))
+            .collect()
+    }
+
+    #[test]
+    fn what_envoyproxy_ratelimit_accepts_is_accepted() {
+        let text = "domain: d\ndescriptors:\n  - key: port\n    value: 8080\n    value_to_metric: true\n    metadata: {team: {a: [1, 2]}}\n    rate_limit: {unit: SECOND, requests_per_unit: 5}\n    descriptors:\n  - key: other\n    rate_limit:\n";
+        let (domain, found) = read("f.yaml", text);
+        assert!(found.is_empty(), "{found:?}");
+        let limit = domain.find(&[("port", "8080")]).unwrap().limit;
+        assert_eq!(
+            (limit.requests_per_unit, limit.unit),
+            (5, Some(Unit::Second))
+        );
+        assert!(
+            domain.find(&[("other", "x")]).is_none(),
+            "no rate_limit, no limit"
+        );
+    }
+
+    #[test]
+    fn what_sluice_cannot_serve_is_refused_by_name() {
+        let text = "domain: d\ndescriptors:\n  - key: a\n    quota_mode: true\n    rate_limit: {unit: second, requests_per_unit: 0}\n";
+        let found = problems(text);
+        assert!(
+            found
+                .iter()
+                .any(|p| p.starts_with("descriptors[0].quota_mode: quota_mode is not supported")),
+            "{found:?}"
+        );
+        assert!(
+            found.iter().any(|p| p.starts_with(
+                "descriptors[0].rate_limit.requests_per_unit: requests_per_unit must be at least 1"
+            )),
+            "{found:?}"
+        );
+    }
+
+    #[test]
+    fn every_problem_of_a_file_is_reported_at_once() {
+        let text = "domain: \"\"\ndescriptors:\n  - key: a\n    shadow_mode: yes please\n    rate_limit: {unit: second, requests_per_unit: -1}\n  - {}\n";
+        let found = problems(text);
+        assert_eq!(found.len(), 4, "{found:?}");
+    }
+}
