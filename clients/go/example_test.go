@@ -1,6 +1,7 @@
 package sluice_test
 
-// The README's snippets, compiled (not run: they need a daemon).
+// Examples for go doc, compiled (not run: they need a daemon). The README's whole apps are
+// built and run by gin/snippets_test.go.
 
 import (
 	"context"

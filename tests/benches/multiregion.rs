@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use sluice_tests::region::{World, now_ms, sleep_until};
-use sluice_tests::{Daemon, DaemonClients, req};
+use sluice_tests::{Daemon, req};
 
 const LIMIT: u64 = 1_000;
 

@@ -15,35 +15,6 @@ pub mod region;
 
 pub use sluice_server::testing::{Daemon, T0};
 
-/// Clients of a test [`Daemon`]: the server's harness knows nothing of the client crate (the
-/// `sluice` CLI depends on the server's config compile, so the server cannot depend on it).
-pub trait DaemonClients {
-    /// A client over the Unix socket.
-    fn unix(&self) -> sluice_client::Client;
-    /// A client over TCP.
-    fn tcp(&self) -> sluice_client::Client;
-    /// The status `GET path` answers over the socket.
-    fn status(&self, path: &str) -> impl std::future::Future<Output = u16> + Send;
-}
-
-impl DaemonClients for Daemon {
-    fn unix(&self) -> sluice_client::Client {
-        sluice_client::Client::unix(&self.socket)
-    }
-
-    fn tcp(&self) -> sluice_client::Client {
-        sluice_client::Client::tcp(self.tcp.to_string())
-    }
-
-    async fn status(&self, path: &str) -> u16 {
-        self.unix()
-            .send(http::Method::GET, path, &[], "")
-            .await
-            .unwrap()
-            .status
-    }
-}
-
 /// Policies the tests use; each test picks its own keys so tests never share state.
 pub const TEST_CONFIG: &str = r#"
 [policies.fw]

@@ -22,7 +22,7 @@ use sluice_core::Algorithm;
 use sluice_store::keys;
 use sluice_testkit::{Partition, RedisServer};
 use sluice_tests::region::{World, now_ms, sleep_until};
-use sluice_tests::{Daemon, DaemonClients, req, req_cost};
+use sluice_tests::{Daemon, req, req_cost};
 
 const WINDOW_MS: u64 = 5_000;
 const LIMIT: u64 = 1_000;

@@ -1,6 +1,7 @@
 package sluicegin_test
 
-// The README's gin snippet, compiled (not run: it needs a daemon).
+// An example for go doc, compiled (not run: it needs a daemon). The README's whole apps are
+// built and run by snippets_test.go.
 
 import (
 	"log"

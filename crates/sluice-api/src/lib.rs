@@ -1,5 +1,5 @@
 //! The JSON bodies of the sluice HTTP API, defined once so the daemon and every client
-//! serialize the same thing (see the README's "Check API").
+//! serialize the same thing (see docs/src/reference/http-api.md).
 
 use std::collections::BTreeMap;
 

@@ -27,7 +27,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
-use sluice_bench::Rng;
+use sluice_core::SplitMix;
 use sluice_core::{Algorithm, Params};
 use sluice_store::{Check, MemoryStore, MemoryStoreConfig, RedisStore, RedisStoreConfig, Store};
 
@@ -138,7 +138,7 @@ fn run(limiter: &dyn Keyed, keys: &[String], threads: usize, iters: u64) -> Dura
     std::thread::scope(|scope| {
         for t in 0..threads {
             scope.spawn(move || {
-                let mut rng = Rng::new(t as u64 * 7919 + 1);
+                let mut rng = SplitMix(t as u64 * 7919 + 1);
                 for _ in 0..per_thread {
                     let key = &keys[rng.below(keys.len() as u64) as usize];
                     black_box(limiter.check(key));
@@ -254,7 +254,7 @@ fn candidate(c: &mut Criterion) {
             row.now(&memory, key, clock.now_ms());
         }
         group.bench_function(BenchmarkId::new("memory", name), |b| {
-            let mut rng = Rng::new(7);
+            let mut rng = SplitMix(7);
             b.iter(|| {
                 let key = &keys[rng.below(keys.len() as u64) as usize];
                 black_box(row.now(&memory, key, clock.now_ms()))
@@ -304,7 +304,7 @@ fn candidate(c: &mut Criterion) {
                                     Arc::clone(&row),
                                 );
                                 tokio::spawn(async move {
-                                    let mut rng = Rng::new(t * 7919 + 1);
+                                    let mut rng = SplitMix(t * 7919 + 1);
                                     for _ in 0..per_task {
                                         let key = &keys[rng.below(keys.len() as u64) as usize];
                                         black_box(

@@ -1,40 +1,12 @@
 //! Which key each request names: one hot key, uniform over N keys, Zipf (s = 1) over N keys,
-//! drawn with a small PRNG of our own so a draw costs a few nanoseconds, or every key in turn
+//! drawn with sluice-core's `SplitMix` so a draw costs a few nanoseconds, or every key in turn
 //! (`sequential`: fills a daemon's table before a measured run over many keys).
 
 use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;
 
-/// SplitMix64: tiny, fast, and good enough to spread keys.
-#[derive(Debug, Clone)]
-pub struct Rng(u64);
-
-impl Rng {
-    pub fn new(seed: u64) -> Self {
-        Rng(seed ^ 0x9E37_79B9_7F4A_7C15)
-    }
-
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `0..n` (`n >= 1`), by the multiply-shift reduction.
-    pub fn below(&mut self, n: u64) -> u64 {
-        ((u128::from(self.next_u64()) * u128::from(n)) >> 64) as u64
-    }
-
-    /// Uniform in `[0, 1)` with 53 bits.
-    pub fn unit(&mut self) -> f64 {
-        #[allow(clippy::cast_precision_loss)]
-        let x = (self.next_u64() >> 11) as f64;
-        x * (1.0 / (1u64 << 53) as f64)
-    }
-}
+use sluice_core::SplitMix;
 
 /// The `--dist` flag.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -154,7 +126,7 @@ impl Dist {
     }
 
     /// The next key index, in `0..self.keys()`.
-    pub fn sample(&mut self, rng: &mut Rng) -> u64 {
+    pub fn sample(&mut self, rng: &mut SplitMix) -> u64 {
         match self {
             Dist::Hot => 0,
             Dist::Uniform { keys } => rng.below(*keys),
@@ -178,7 +150,7 @@ mod tests {
 
     fn histogram(dist: &Dist, draws: usize) -> Vec<u64> {
         let mut dist = dist.clone();
-        let mut rng = Rng::new(7);
+        let mut rng = SplitMix(7);
         let mut counts = vec![0u64; usize::try_from(dist.keys()).unwrap()];
         for _ in 0..draws {
             let k = dist.sample(&mut rng);
@@ -229,7 +201,7 @@ mod tests {
     #[test]
     fn sequential_connections_name_every_key_once_before_any_twice() {
         let dist = Dist::new(DistKind::Sequential, 10);
-        let mut rng = Rng::new(1);
+        let mut rng = SplitMix(1);
         let mut connections: Vec<Dist> = (0..3).map(|c| dist.for_connection(c, 3)).collect();
         // Round robin over the connections, as concurrent requests interleave.
         let mut first: Vec<u64> = (0..10)
@@ -241,7 +213,7 @@ mod tests {
 
     #[test]
     fn below_and_unit_stay_in_range() {
-        let mut rng = Rng::new(1);
+        let mut rng = SplitMix(1);
         for n in [1u64, 2, 3, 1_000_000] {
             for _ in 0..1000 {
                 assert!(rng.below(n) < n);

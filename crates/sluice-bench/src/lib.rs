@@ -14,7 +14,7 @@ pub mod http1;
 pub mod request;
 pub mod run;
 
-pub use dist::{Dist, DistKind, Rng};
+pub use dist::{Dist, DistKind};
 pub use run::{BenchConfig, BenchError, Report, Target, run};
 
 /// CPU seconds (user + system) this process has used so far, from `/proc/self/stat`; `None`

@@ -14,9 +14,10 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpStream, UnixStream};
 use tokio::task::LocalSet;
 
-use crate::dist::{Dist, DistKind, Rng};
+use crate::dist::{Dist, DistKind};
 use crate::http1::{self, ParseError};
 use crate::request::Template;
+use sluice_core::SplitMix;
 
 /// Where the load goes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -175,7 +176,7 @@ async fn drive(config: &BenchConfig) -> Result<Report, BenchError> {
             target: config.target.clone(),
             template: template.clone(),
             dist: dist.for_connection(slot as u64, config.concurrency as u64),
-            rng: Rng::new(slot as u64 + 1),
+            rng: SplitMix(slot as u64 + 1),
             buf: Vec::with_capacity(8192),
             stats: Rc::clone(&stats),
             window,
@@ -274,7 +275,7 @@ struct Connection {
     target: Target,
     template: Template,
     dist: Dist,
-    rng: Rng,
+    rng: SplitMix,
     buf: Vec<u8>,
     stats: Rc<RefCell<Stats>>,
     window: Window,

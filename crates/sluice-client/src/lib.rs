@@ -6,8 +6,9 @@
 //! With the `tower` feature, [`layer::RateLimitLayer`] rate-limits an axum/hyper service
 //! (feature `axum` adds axum's `ConnectInfo` as the client address).
 //!
-//! The default feature `cli` is the `sluice` binary's: it links `sluice-server` for the
-//! daemon's config compile. A service using only the client or the layer turns it off.
+//! A library only, and a light one: no feature links the daemon, a Redis client or gRPC (a
+//! lint test of the repository holds its dependency tree to that). The `sluice` CLI built on
+//! it is the crate `sluice-cli`.
 
 mod client;
 mod error;

@@ -5,8 +5,11 @@
 //! [`cases`] are worked out by hand; [`generated_cases`] are longer pseudo-random sequences
 //! whose expectations come from this crate's own [`decide`](crate::decide), so a backend is
 //! held to the reference implementation on inputs nobody chose.
+//!
+//! Test data, not the library: compiled with the feature `conformance`, which the crates
+//! that replay the table (sluice-store's tests) enable as a dev-dependency.
 
-use crate::{Algorithm, Decision, Params, State};
+use crate::{Algorithm, Decision, Params, SplitMix, State};
 
 /// Start time of every case: aligned to 10 s so window edges fall on round offsets.
 pub const BASE_MS: u64 = 1_700_000_000_000;
@@ -250,31 +253,34 @@ pub fn generated_cases(seed: u64, steps_per_case: usize) -> Vec<Case> {
     out
 }
 
-/// A tiny deterministic generator (SplitMix64), so the table needs no random-number
-/// dependency; sluice-replay's log generator draws with it too.
-#[derive(Debug, Clone)]
-pub struct SplitMix(pub u64);
+#[cfg(test)]
+mod tests {
+    //! The core itself must answer its own conformance table: the hand-checked expectations
+    //! are the independent statement of what each algorithm means.
 
-impl SplitMix {
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
+    use super::*;
+    use crate::decide;
 
-    /// Below `bound` (0 when `bound` is 0).
-    pub fn below(&mut self, bound: u64) -> u64 {
-        if bound == 0 {
-            0
-        } else {
-            self.next_u64() % bound
+    #[test]
+    fn the_core_answers_every_hand_checked_case() {
+        for case in cases() {
+            let mut state = State::Fresh;
+            for (i, step) in case.steps.iter().enumerate() {
+                let got = decide(&case.params, &mut state, step.at_ms, step.cost).unwrap();
+                assert_eq!(got, step.expect, "{}: step {i} ({step:?})", case.name);
+            }
         }
     }
 
-    /// Uniform in `[0, 1)`, from the top 53 bits.
-    pub fn unit(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    #[test]
+    fn generated_cases_are_deterministic_and_cover_every_algorithm() {
+        let a = generated_cases(7, 50);
+        let b = generated_cases(7, 50);
+        assert_eq!(a, b);
+        for algorithm in Algorithm::ALL {
+            assert!(a.iter().any(|c| c.params.algorithm == algorithm));
+        }
+        assert!(a.iter().all(|c| c.steps.len() == 50));
+        assert!(a.iter().any(|c| c.steps.iter().any(|s| !s.expect.allowed)));
     }
 }

@@ -7,17 +7,28 @@
 //! Time is unix milliseconds (`u64`). All arithmetic is integer and stays below 2^53 for every
 //! valid [`Params`], the largest integer a Lua (double) number holds exactly, so a Redis script
 //! can reproduce it bit for bit.
+//!
+//! Beside the algorithms: [`candidate`], how a candidate limit is judged beside the limit in
+//! force (by every store and by the access-log replay alike); [`SplitMix`], the one
+//! pseudo-random generator of the workspace; and, with the feature `conformance`,
+//! [`conformance`](mod@conformance), the table every backend must answer (test data, enabled
+//! by the tests that replay it).
 
 mod algorithms;
+pub mod candidate;
+#[cfg(any(test, feature = "conformance"))]
 pub mod conformance;
 mod decision;
 mod params;
+mod splitmix;
 mod state;
 
+pub use candidate::{candidate_cost, candidate_decision, judge};
 pub use decision::{CheckError, Decision};
 pub use params::{
     Algorithm, Counting, MAX_EVERY_HIT_COST, MAX_EXACT, MAX_LOG_LIMIT, Params, ParamsError,
 };
+pub use splitmix::SplitMix;
 pub use state::{LogEntry, State};
 
 /// Decides one check of `cost` at `now_ms` against `state`, consuming from it when allowed.
@@ -36,10 +47,15 @@ pub fn decide(
     if cost > capacity {
         return Err(CheckError::CostExceedsCapacity { cost, capacity });
     }
+    Ok(decide_valid(params, state, now_ms, cost))
+}
+
+/// [`decide`] for a `cost` known to be within `params.capacity()`.
+fn decide_valid(params: &Params, state: &mut State, now_ms: u64, cost: u64) -> Decision {
     if !state.fits(params.algorithm) {
         *state = State::Fresh;
     }
-    Ok(algorithms::decide(params, state, now_ms, cost))
+    algorithms::decide(params, state, now_ms, cost)
 }
 
 /// Requests of cost 1 that would pass at `now_ms`: what a peek (`cost == 0`) of

@@ -5,7 +5,7 @@
 //! the stores' `check_with_candidate` does. Per (policy, tier, key) a few counters feed the
 //! report; every structure grows with keys, never with lines.
 
-use sluice_core::{State, decide};
+use sluice_core::{State, decide, judge};
 
 use crate::batch::{Batch, Line, PolicyPick};
 use crate::input::{LimitSpec, NO_TIER, OTHER_TIER, ReplayPolicy};
@@ -221,9 +221,10 @@ impl PolicyRun {
         let key = &mut self.keys[id];
         // A cost above the limit's capacity is refused by the core: a rejection.
         let allowed = decide(&slot.limit, &mut key.limit, at_ms, cost).is_ok_and(|d| d.allowed);
-        let candidate_rejected = slot.candidate.is_some_and(|candidate| {
-            !decide(&candidate, &mut key.candidate, at_ms, cost).is_ok_and(|d| d.allowed)
-        });
+        // The candidate as every store judges it: a cost beyond its capacity would reject.
+        let candidate_rejected = slot
+            .candidate
+            .is_some_and(|candidate| !judge(&candidate, &mut key.candidate, at_ms, cost).allowed);
         let window = at_ms / slot.limit.window_ms;
         let counters = key.tiers.get_or_insert(slot_index, window);
         // Times only grow per key, so a later window closes the one being counted.

@@ -5,7 +5,7 @@
 
 use std::io::{self, Write};
 
-use sluice_core::conformance::SplitMix;
+use sluice_core::SplitMix;
 
 use crate::time::{format_nginx_time, format_rfc3339_millis};
 

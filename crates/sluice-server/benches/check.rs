@@ -16,9 +16,9 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use sluice_config::ConfigSource;
 use sluice_server::App;
 use sluice_server::clock::ManualClock;
-use sluice_server::config::ConfigSource;
 use sluice_server::service::limiter::CheckInput;
 use sluice_server::service::stores::Stores;
 

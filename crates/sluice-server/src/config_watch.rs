@@ -27,7 +27,7 @@ use notify::{Event, EventKind, RecommendedWatcher, RecursiveMode, Watcher};
 use parking_lot::Mutex;
 use tokio::sync::mpsc;
 
-use crate::config::{ConfigSource, envoy};
+use sluice_config::{ConfigSource, envoy};
 
 /// How long the directory must stay quiet before the file is read: long enough to cover the
 /// steps of one kubelet update or editor save, short against kubelet's own sync period (about a

@@ -9,7 +9,6 @@ use std::future::Future;
 use std::io;
 use std::time::Duration;
 
-use crate::config::ConnectionSettings;
 use crate::http;
 use crate::server::{
     ConnectionGate, HTTP_OVERLOADED, Listeners, Stop, accept, connection, fd_limit, linger, stop,
@@ -17,6 +16,7 @@ use crate::server::{
 };
 use crate::service::app::App;
 use crate::service::overrides;
+use sluice_config::ConnectionSettings;
 
 /// How often the store forgets expired keys.
 const HOUSEKEEPING_EVERY: Duration = Duration::from_secs(1);

@@ -141,11 +141,6 @@ impl StripedHistogram {
         (count, buckets.into_iter().map(|(_, n)| n).collect())
     }
 
-    /// The finite upper bounds of the buckets.
-    pub fn bounds(&self) -> &'static [f64] {
-        self.inner.bounds
-    }
-
     /// `(sum, count, per-bucket counts with their upper bounds, +Inf last)`.
     fn snapshot(&self) -> (f64, u64, Vec<(f64, u64)>) {
         let inner = &*self.inner;

@@ -6,13 +6,14 @@
 //! into it, [`server`] accepts their connections, and [`daemon`] wires the two. No top-level
 //! module imports one that imports it (a test of the repository says so).
 //!
-//! - [`config`]: a leaf: the TOML file as written ([`config::schema`]), where it comes from
-//!   ([`config::load`]) and its compile into typed [`config::Settings`]; [`config_watch`]: a
-//!   changed file reloads as SIGHUP does.
-//! - [`service`]: [`App`] and its reload; the one compile of a configuration
-//!   ([`service::compile`]: the settings, the policies and the RLS rules, used by start,
-//!   SIGHUP and `--check-config` alike); [`service::policy`], [`service::overrides`],
-//!   [`service::rls_rules`]; the stores ([`service::stores`], [`service::clients`],
+//! The configuration is the crate `sluice-config`'s: the TOML file as written, where it comes
+//! from, and its one compile into typed settings, the policies and the RLS rules (shared with
+//! the `sluice` CLI and the stores). [`config_watch`]: a changed file reloads as SIGHUP does.
+//!
+//! - [`service`]: [`App`] and its reload; the configuration as the daemon runs on it
+//!   ([`service::compiled`]: sluice-config's compile with each policy's metric series and the
+//!   Redis client's URL check, used by start, SIGHUP and `--check-config` alike);
+//!   [`service::overrides`]; the stores ([`service::stores`], [`service::clients`],
 //!   [`service::health`]); [`service::limiter`], the one place that calls a store; and
 //!   [`service::answer`] / [`service::json`], what a decision is answered with.
 //! - Transports: [`http`] (the check API, forward-auth, top, admin, the operational
@@ -26,7 +27,19 @@
 //!   (and [`service::slo`], the last hour of every policy for `GET /v1/status`);
 //!   [`exposition`]: the text format `/metrics` answers in; [`clock`]: the time checks are
 //!   stamped with.
-//! - [`testing`] (feature `test-support`): an in-process daemon for every crate's tests.
+//! - [`testing`] (feature `test-support`): an in-process daemon, and `sluice-client` clients of
+//!   it, for every crate's tests.
+//!
+//! # What is public
+//!
+//! What `main.rs`, the tests, the benches and the fuzz target use, no more: [`App`] and the
+//! load of a configuration ([`service::load`]), the stores, the limiter's check input and
+//! the wait for the backends ([`service::stores`], [`service::limiter`], [`service::connect`]);
+//! [`daemon::serve_until`]; the sockets `main.rs` binds and announces ([`server::bind`],
+//! [`server::activation`], [`server::fd_limit`]); [`telemetry`], [`config_watch`], [`clock`],
+//! [`top`]; the Envoy RLS wire types ([`rls`]); the RESP frame reader ([`resp::connection`]);
+//! and [`testing`]. Everything else is `pub(crate)`: the transports, the metrics, the answers
+//! and the run-time settings are the daemon's own.
 //!
 //! # One check, from the socket to the store and back
 //!
@@ -38,7 +51,7 @@
 //! 2. The router of `http/mod.rs` hands the request to `http/check.rs`, which parses the body
 //!    without copying its strings into a [`service::limiter::CheckInput`].
 //! 3. `service/limiter/mod.rs` starts the span; `service/limiter/decide.rs` resolves the check
-//!    against the current policies of `service/policy.rs` (swapped whole on reload) and
+//!    against the current policies (`sluice_config::policy`, swapped whole on reload) and
 //!    refuses a cost above capacity; `service/limiter/call.rs` routes it by scope to a store
 //!    of `service/stores.rs` (on Redis through `service/health.rs`) and times the call.
 //! 4. The store (`sluice-store`) decides with the algorithm of `sluice-core`: in process
@@ -55,14 +68,17 @@
 //! every check of the read at once through the limiter, and `resp/reply.rs` writes the
 //! replies in one write.
 
+// The map above names private modules too, for whoever reads the source (`cargo doc
+// --document-private-items` renders them).
+#![allow(rustdoc::private_intra_doc_links)]
+
 pub mod clock;
-pub mod config;
 pub mod config_watch;
 pub mod daemon;
-pub mod exposition;
-pub mod histogram;
-pub mod http;
-pub mod metrics;
+pub(crate) mod exposition;
+pub(crate) mod histogram;
+pub(crate) mod http;
+pub(crate) mod metrics;
 pub mod resp;
 pub mod rls;
 pub mod server;

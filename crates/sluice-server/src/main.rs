@@ -1,15 +1,16 @@
 //! `sluiced`: parses arguments, loads the config, binds the listeners and turns signals into
 //! reloads and a graceful stop. Everything else lives in the library.
 
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use clap::Parser;
+use sluice_config::ConfigSource;
 use sluice_server::App;
 use sluice_server::clock::SystemClock;
-use sluice_server::config::ConfigSource;
 use sluice_server::config_watch::ConfigWatch;
 use sluice_server::server;
 use sluice_server::server::activation::{self, Inherited};
@@ -20,7 +21,7 @@ use tokio::signal::unix::{SignalKind, signal};
 
 /// mimalloc rather than the system allocator: a check allocates a few small buffers (the
 /// answer body, header values), and glibc malloc spent ~4.7k instructions per request on them
-/// (docs/PERFORMANCE.md).
+/// (docs/src/internals/performance.md).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
@@ -58,10 +59,26 @@ struct Args {
     /// Validate FILE and exit: 0 valid, 2 invalid.
     #[arg(long, value_name = "FILE")]
     check_config: Option<PathBuf>,
+    /// Print the config file's JSON Schema (draft 2020-12) and exit: for editors and validators.
+    #[arg(long, conflicts_with_all = ["config", "check_config"])]
+    print_config_schema: bool,
 }
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    if args.print_config_schema {
+        return match serde_json::to_string_pretty(&sluice_config::json_schema()) {
+            // A closed pipe (`| head`) is the reader's choice, not a failure to report.
+            Ok(text) => {
+                let _ = writeln!(std::io::stdout(), "{text}");
+                ExitCode::SUCCESS
+            }
+            Err(err) => {
+                eprintln!("sluiced: {err}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     if let Some(path) = args.check_config {
         return match service::load(&ConfigSource::File(path.clone())) {
             Ok(compiled) => {

@@ -30,7 +30,7 @@ use described::Described;
 pub use lease::LeaseMetrics;
 
 /// `plan_tier` label of a check without a tier.
-pub const NO_TIER: &str = "none";
+pub use sluice_config::policy::NO_TIER;
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 pub struct RequestLabels {

@@ -44,7 +44,7 @@ use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{Layer, Registry};
 
-use crate::config::{LogFormat, TelemetrySettings};
+use sluice_config::{LogFormat, TelemetrySettings};
 
 /// The target of the per-check spans: exported as traces, never logged.
 pub const TRACE_TARGET: &str = "sluice::trace";

@@ -59,7 +59,7 @@ fn build(cargo: &str) -> Package {
     let cli = profile_dir.join("sluice");
     assert!(
         cli.exists(),
-        "{} is missing: build it first (cargo build -p sluice-client), as \
+        "{} is missing: build it first (cargo build -p sluice-cli), as \
          `cargo test --workspace` does",
         cli.display()
     );

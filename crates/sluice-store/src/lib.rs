@@ -43,21 +43,17 @@
 //! `Unavailable`. Both reconnect by themselves, so the same store serves again once the
 //! server is back or the cluster has failed over.
 
-mod config;
 mod error;
-mod grace;
 mod memory;
 mod redis;
 mod settings;
 mod store;
 
-pub use config::{
-    ClusterStoreConfig, ConfigError, DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_IN_FLIGHT,
-    DEFAULT_TIMEOUT, RedisStoreConfig, redact_url,
-};
+// The backends' configurations are sluice-config's (the config compile checks them without
+// a Redis client); the stores are built from them.
 pub use error::StoreError;
-pub use grace::{CLOCK_MARGIN, expiry_grace};
-pub use memory::{MemoryStore, MemoryStoreConfig};
+pub use memory::MemoryStore;
+pub use redis::parse_redis_url;
 pub use redis::replicated::{
     PeerBackend, ReplicatedStore, ReplicatedStoreConfig, Replication, ReplicationObserver,
     SharedBackend,
@@ -65,5 +61,10 @@ pub use redis::replicated::{
 pub use redis::{Cluster, ClusterStore, RedisStore, ScriptStore, Single, keys, replicated};
 pub use settings::{
     CandidateOverride, LimitOverride, Setting, SettingKind, Settings, StoredSetting,
+};
+pub use sluice_config::backend::{
+    CLOCK_MARGIN, ClusterStoreConfig, DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_IN_FLIGHT,
+    DEFAULT_TIMEOUT, MemoryStoreConfig, RedisStoreConfig, StoreConfigError as ConfigError,
+    expiry_grace, redact_url,
 };
 pub use store::{BatchObserver, Check, OverrideStore, Store, StoreKind, candidate_policy};

@@ -3,7 +3,7 @@
 //! candidate limits).
 
 use async_trait::async_trait;
-use sluice_core::{Counting, Decision, Params};
+use sluice_core::{Counting, Decision, Params, candidate_cost, candidate_decision};
 
 use crate::StoreError;
 use crate::settings::{
@@ -30,30 +30,6 @@ pub fn candidate_policy(policy: &str) -> String {
     name.push_str(policy);
     name.push_str("#candidate");
     name
-}
-
-/// The cost a candidate judges a check of `cost` at: the cost itself, or 0 (a peek of its
-/// state) when the cost exceeds the candidate's capacity, which it could never admit: the
-/// candidate then "would reject" ([`candidate_decision`]), and the caller, whose check was
-/// valid for the limit in force, gets no error for it.
-pub(crate) fn candidate_cost(cost: u64, candidate: &Params) -> u64 {
-    if cost > candidate.capacity() { 0 } else { cost }
-}
-
-/// The candidate's decision from what its state answered for [`candidate_cost`]: for a cost
-/// beyond its capacity, a rejection describing the state as the peek found it (it never
-/// passes, so no `retry_after`).
-pub(crate) fn candidate_decision(cost: u64, candidate: &Params, answered: Decision) -> Decision {
-    if cost > candidate.capacity() {
-        Decision {
-            allowed: false,
-            retry_after_ms: 0,
-            delay_ms: 0,
-            ..answered
-        }
-    } else {
-        answered
-    }
 }
 
 /// The check a candidate is judged with, where it is kept as a policy of its own (the default

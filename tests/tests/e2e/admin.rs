@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use http::Method;
 use sluice_api::{CheckRequest, ErrorBody, OverridesResponse};
 use sluice_testkit::RedisServer;
-use sluice_tests::{Daemon, DaemonClients, TEST_CONFIG, header};
+use sluice_tests::{Daemon, TEST_CONFIG, header};
 
 pub(crate) const TOKEN: &str = "s3cret-token";
 

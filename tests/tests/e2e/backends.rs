@@ -6,7 +6,7 @@
 use std::time::{Duration, Instant};
 
 use sluice_testkit::{RedisCluster, RedisServer};
-use sluice_tests::{Daemon, DaemonClients, TEST_CONFIG, admitted, header, req};
+use sluice_tests::{Daemon, TEST_CONFIG, admitted, header, req};
 
 /// The harness's policies (`exact_fw`, `exact_log`, …) plus a bucket and one policy per fail
 /// mode.

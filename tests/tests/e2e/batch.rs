@@ -1,7 +1,7 @@
 //! Batches: all-or-nothing, one result per check in order, headers of the worst result.
 
 use sluice_api::BatchRequest;
-use sluice_tests::{Daemon, DaemonClients, header, req, req_cost};
+use sluice_tests::{Daemon, header, req, req_cost};
 
 #[tokio::test]
 async fn an_allowed_batch_consumes_every_check() {

@@ -3,7 +3,7 @@
 
 use std::collections::VecDeque;
 
-use sluice_tests::{Daemon, DaemonClients, T0, req};
+use sluice_tests::{Daemon, T0, req};
 
 /// Sends one request at each of `times` (ms since T0) and returns the admitted instants.
 async fn run(d: &Daemon, policy: &str, times: &[u64]) -> Vec<u64> {

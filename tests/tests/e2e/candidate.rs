@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use http::Method;
 use sluice_api::{BatchRequest, CheckRequest, TopResponse};
-use sluice_tests::{Daemon, DaemonClients, T0, req};
+use sluice_tests::{Daemon, T0, req};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::backends::Backend;

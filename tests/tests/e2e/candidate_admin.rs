@@ -10,7 +10,7 @@ use sluice_api::{
     CandidateRemoved, CandidateView, CheckRequest, ErrorBody, OverridesResponse, PoliciesResponse,
     PromotedView,
 };
-use sluice_tests::{Daemon, DaemonClients, header};
+use sluice_tests::{Daemon, header};
 
 use crate::admin::{TOKEN, admin};
 use crate::backends::Backend;

@@ -8,7 +8,7 @@ use sluice_server::rls::pb::rate_limit_response::rate_limit::Unit;
 use sluice_server::rls::pb::rate_limit_response::Code;
 use sluice_server::rls::pb::rate_limit_service_client::RateLimitServiceClient;
 use sluice_server::rls::pb::{RateLimitRequest, RateLimitResponse};
-use sluice_tests::{Daemon, DaemonClients, repo_path};
+use sluice_tests::{Daemon, repo_path};
 use tonic::transport::Channel;
 
 use crate::backends::Backend;

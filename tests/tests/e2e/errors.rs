@@ -2,7 +2,7 @@
 
 use http::Method;
 use sluice_api::{ErrorBody, MAX_BODY_BYTES, codes};
-use sluice_tests::{Daemon, DaemonClients};
+use sluice_tests::Daemon;
 
 async fn post(d: &Daemon, body: &str) -> (u16, ErrorBody) {
     let raw = d

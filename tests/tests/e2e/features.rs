@@ -1,7 +1,7 @@
 //! Tiers, peeks, the leaky bucket's delay, GCRA and shadow mode.
 
 use sluice_api::CheckRequest;
-use sluice_tests::{Daemon, DaemonClients, header, req, req_cost};
+use sluice_tests::{Daemon, header, req, req_cost};
 
 fn tiered(key: &str, tier: &str) -> CheckRequest {
     CheckRequest {

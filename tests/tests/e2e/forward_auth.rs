@@ -3,7 +3,7 @@
 //! the deny status of `?deny=` in the status line and the problem document, and bad input
 //! answered 400 naming the field.
 
-use sluice_tests::{Daemon, DaemonClients, header, req_cost};
+use sluice_tests::{Daemon, header, req_cost};
 
 async fn get(d: &Daemon, path: &str, headers: &[(&str, &str)]) -> sluice_client::RawResponse {
     d.unix()

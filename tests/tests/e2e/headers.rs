@@ -1,7 +1,7 @@
 //! The decision headers and bodies on 200 and 429, exact under the manual clock.
 
 use sluice_api::QUOTA_EXCEEDED_TYPE;
-use sluice_tests::{Daemon, DaemonClients, T0, header, req};
+use sluice_tests::{Daemon, T0, header, req};
 
 const T0_SECS: u64 = T0 / 1000;
 

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use axum::body::Body;
 use sluice_client::Client;
 use sluice_client::layer::{ClientIp, FailMode, LayerError, RateLimitLayer};
-use sluice_tests::{Daemon, DaemonClients, TEST_CONFIG, assert_allowed_headers, header, req_cost};
+use sluice_tests::{Daemon, TEST_CONFIG, assert_allowed_headers, header, req_cost};
 use tower::ServiceExt;
 
 /// Serves the example app limited by `policy` of `d`; its address.

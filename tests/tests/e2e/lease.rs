@@ -13,7 +13,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use http::Method;
 use sluice_server::service::limiter::{CheckInput, LimitError};
 use sluice_testkit::{RedisCluster, RedisServer};
-use sluice_tests::{Daemon, DaemonClients};
+use sluice_tests::Daemon;
 
 const TOKEN: &str = "s3cret-token";
 

@@ -9,7 +9,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use sluice_testkit::RedisServer;
-use sluice_tests::{Daemon, DaemonClients, T0, TEST_CONFIG, req};
+use sluice_tests::{Daemon, T0, TEST_CONFIG, req};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::UnixStream;
 

@@ -7,7 +7,7 @@ use sluice_server::rls::pb::rate_limit_response::rate_limit::Unit;
 use sluice_server::rls::pb::rate_limit_response::{Code, DescriptorStatus};
 use sluice_server::rls::pb::rate_limit_service_client::RateLimitServiceClient;
 use sluice_server::rls::pb::{RateLimitRequest, RateLimitResponse};
-use sluice_tests::{Daemon, repo_file, DaemonClients};
+use sluice_tests::{Daemon, repo_file};
 use tonic::transport::Channel;
 
 async fn daemon() -> (Daemon, RateLimitServiceClient<Channel>) {

@@ -2,7 +2,7 @@
 
 use http::Method;
 use sluice_api::PoliciesResponse;
-use sluice_tests::{Daemon, DaemonClients, req};
+use sluice_tests::{Daemon, req};
 
 #[tokio::test]
 async fn healthz_and_readyz_answer_200() {

@@ -5,7 +5,7 @@
 //! the `pro` plan) still gets only the address's budget through.
 
 use sluice_client::{Client, RawResponse};
-use sluice_tests::{Daemon, DaemonClients, header, repo_file, req_cost};
+use sluice_tests::{Daemon, header, repo_file, req_cost};
 
 /// `public` of `examples/sluice.toml`: a token bucket of 100, refilled 100 per 60 s (the
 /// test clock stands still, so nothing refills).

@@ -2,7 +2,7 @@
 
 use http::Method;
 use sluice_api::{ErrorBody, TopResponse};
-use sluice_tests::{Daemon, DaemonClients, req};
+use sluice_tests::{Daemon, req};
 
 async fn get(d: &Daemon, path: &str) -> sluice_client::RawResponse {
     d.unix().send(Method::GET, path, &[], "").await.unwrap()

@@ -1,7 +1,7 @@
 //! The alert rules pass `promtool check rules` and their `promtool test rules` cases, the
 //! generated SLO rules are what alerts/slos.toml gives, every dashboard query is valid PromQL
 //! (checked by promtool as a recording rule), and every runbook link of the alerts and the
-//! dashboard names a section of docs/OPERATING.md. promtool and python3 are requirements of the
+//! dashboard names a section of docs/src/guides/operating.md. promtool and python3 are requirements of the
 //! test suite: without them these tests fail, they never skip.
 
 use std::path::Path;
@@ -10,8 +10,8 @@ use std::process::{Command, Output};
 use crate::assets;
 use crate::docs::github_anchor;
 
-/// Where the runbooks live: docs/OPERATING.md on the repository's main branch.
-const RUNBOOKS: &str = "https://github.com/sluice-rs/sluice/blob/main/docs/OPERATING.md";
+/// Where the runbooks live: docs/src/guides/operating.md on the repository's main branch.
+const RUNBOOKS: &str = "https://github.com/sluice-rs/sluice/blob/main/docs/src/guides/operating.md";
 
 const INSTALL: &str = "promtool not found: install the Debian package `prometheus` \
     (apt-get install -y --no-install-recommends prometheus); the alert tests never skip";
@@ -220,9 +220,10 @@ fn substitute_variables(promql: &str) -> String {
     out
 }
 
-/// The anchors of docs/OPERATING.md's headings.
+/// The anchors of docs/src/guides/operating.md's headings.
 fn runbook_anchors() -> Vec<String> {
-    let text = std::fs::read_to_string(assets::root().join("docs/OPERATING.md")).unwrap();
+    let text =
+        std::fs::read_to_string(assets::root().join("docs/src/guides/operating.md")).unwrap();
     text.lines()
         .filter(|l| l.starts_with('#'))
         .map(|l| github_anchor(l.trim_start_matches('#')))
@@ -262,7 +263,7 @@ fn every_alert_links_its_own_runbook_section() {
             assert_eq!(url, want, "{name}: runbook_url");
             assert!(
                 anchors.contains(&github_anchor(name)),
-                "{name}: no heading `{name}` in docs/OPERATING.md"
+                "{name}: no heading `{name}` in docs/src/guides/operating.md"
             );
         }
     }
@@ -303,7 +304,7 @@ fn every_dashboard_link_to_the_runbooks_names_a_section() {
             if let Some(anchor) = url.strip_prefix(RUNBOOKS).and_then(|r| r.strip_prefix('#')) {
                 assert!(
                     anchors.iter().any(|a| a == anchor),
-                    "{name}: link {url} names no section of docs/OPERATING.md"
+                    "{name}: link {url} names no section of docs/src/guides/operating.md"
                 );
             }
         }

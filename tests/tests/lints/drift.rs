@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use http::Method;
 use sluice_api::CheckRequest;
-use sluice_tests::{Daemon, DaemonClients, req};
+use sluice_tests::{Daemon, req};
 
 use crate::assets::{self, Expr};
 

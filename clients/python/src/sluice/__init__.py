@@ -14,6 +14,7 @@ from ._answer import (
     SluiceTimeout,
     SluiceUnavailable,
 )
+from ._middleware import FailMode
 from ._stats import Stats
 from .aio import AsyncClient
 from .asgi import SluiceMiddleware
@@ -25,6 +26,7 @@ __all__ = [
     "Check",
     "Client",
     "Decision",
+    "FailMode",
     "SluiceError",
     "SluiceMiddleware",
     "SluiceRequestError",

@@ -7,12 +7,15 @@ behaviour (which headers, which body, what a failure gives) is decided here once
 from __future__ import annotations
 
 import json
-from typing import Callable, Generic, Iterable, List, Optional, Tuple, TypeVar, Union
+from typing import Callable, Generic, Iterable, List, Literal, Optional, Tuple, TypeVar, Union
 
 R = TypeVar("R")
 
 #: A value given once for the middleware, or computed from each request.
 PerRequest = Union[R, Callable[..., R]]
+
+#: What a middleware does when sluiced cannot be asked: let the request through, or answer 503.
+FailMode = Literal["open", "closed"]
 
 FAIL_CLOSED_BODY = json.dumps(
     {"error": "rate_limiter_unavailable", "message": "the rate limiter cannot be reached; retry shortly"},
@@ -37,7 +40,7 @@ class Options(Generic[R]):
         cost: PerRequest[int],
         tier: PerRequest[Optional[str]],
         endpoint: PerRequest[Optional[str]],
-        fail: str,
+        fail: FailMode,
     ) -> None:
         if not isinstance(policy, str) or not policy:
             raise ValueError("policy must be a non-empty string")

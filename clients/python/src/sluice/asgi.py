@@ -11,7 +11,7 @@ import inspect
 from typing import Any, Awaitable, Callable, Dict, List, MutableMapping, Optional, Tuple
 
 from ._answer import Decision, SluiceError
-from ._middleware import FAIL_CLOSED_BODY, FAIL_CLOSED_HEADERS, PROBLEM_JSON, Options, PerRequest
+from ._middleware import FAIL_CLOSED_BODY, FAIL_CLOSED_HEADERS, FailMode, Options, PROBLEM_JSON, PerRequest
 from ._stats import Stats
 from .aio import AsyncClient
 
@@ -114,7 +114,7 @@ class SluiceMiddleware:
         cost: PerRequest[int] = 1,
         tier: PerRequest[Optional[str]] = None,
         endpoint: PerRequest[Optional[str]] = None,
-        fail: str = "open",
+        fail: FailMode = "open",
         on_denied: Optional[Callable[[Scope, Decision], ASGIApp]] = None,
         stats: Optional[Stats] = None,
     ) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple
 
 from ._answer import Decision, SluiceError
-from ._middleware import FAIL_CLOSED_BODY, FAIL_CLOSED_HEADERS, PROBLEM_JSON, Options, PerRequest, merge_headers
+from ._middleware import FAIL_CLOSED_BODY, FAIL_CLOSED_HEADERS, FailMode, Options, PROBLEM_JSON, PerRequest, merge_headers
 from ._stats import Stats
 from .client import Client
 
@@ -50,7 +50,7 @@ class SluiceWSGIMiddleware:
         cost: PerRequest[int] = 1,
         tier: PerRequest[Optional[str]] = None,
         endpoint: PerRequest[Optional[str]] = None,
-        fail: str = "open",
+        fail: FailMode = "open",
         on_denied: Optional[Callable[[Environ, Decision], WSGIApp]] = None,
         stats: Optional[Stats] = None,
     ) -> None:

@@ -19,9 +19,9 @@ use std::net::{IpAddr, SocketAddr};
 
 use http::{HeaderMap, HeaderName};
 
-use crate::config::forward_auth::CallerRules;
 use crate::service::json::ApiError;
 use sluice_api::MAX_KEY_BYTES;
+use sluice_config::forward_auth::CallerRules;
 
 pub const FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
 pub const REAL_IP: HeaderName = HeaderName::from_static("x-real-ip");
@@ -35,33 +35,32 @@ const IP_PREFIX: &str = "ip:";
 /// dozen bytes per hop; a longer list is refused rather than walked.
 pub const MAX_FORWARDED_FOR_BYTES: usize = 8 * 1024;
 
-impl CallerRules {
-    /// The key of the caller of `headers`, or a 400 naming the header that is wrong.
-    pub fn key_of(&self, headers: &HeaderMap) -> Result<String, ApiError> {
-        if let Some(name) = &self.identity_header
-            && let Some(user) = identity(headers, name)?
-        {
-            return Ok(format!("{USER_PREFIX}{user}"));
-        }
-        let address = match forwarded_for(headers, self.trusted_hops)? {
-            Some(entry) => Some((entry, FORWARDED_FOR)),
-            None => single(headers, &REAL_IP)?.map(|entry| (entry, REAL_IP)),
-        };
-        match address {
-            Some((entry, from)) => Ok(format!("{IP_PREFIX}{}", parse_address(entry, &from)?)),
-            None => Err(ApiError::bad_request(
-                match &self.identity_header {
-                    Some(name) => format!(
-                        "no caller to limit: the proxy must send {name}, X-Forwarded-For or \
+/// The key of the caller of `headers` by `rules` (`[forward_auth]`), or a 400 naming the
+/// header that is wrong.
+pub fn key_of(rules: &CallerRules, headers: &HeaderMap) -> Result<String, ApiError> {
+    if let Some(name) = &rules.identity_header
+        && let Some(user) = identity(headers, name)?
+    {
+        return Ok(format!("{USER_PREFIX}{user}"));
+    }
+    let address = match forwarded_for(headers, rules.trusted_hops)? {
+        Some(entry) => Some((entry, FORWARDED_FOR)),
+        None => single(headers, &REAL_IP)?.map(|entry| (entry, REAL_IP)),
+    };
+    match address {
+        Some((entry, from)) => Ok(format!("{IP_PREFIX}{}", parse_address(entry, &from)?)),
+        None => Err(ApiError::bad_request(
+            match &rules.identity_header {
+                Some(name) => format!(
+                    "no caller to limit: the proxy must send {name}, X-Forwarded-For or \
+                     X-Real-IP"
+                ),
+                None => "no caller to limit: the proxy must send X-Forwarded-For or \
                          X-Real-IP"
-                    ),
-                    None => "no caller to limit: the proxy must send X-Forwarded-For or \
-                             X-Real-IP"
-                        .to_owned(),
-                },
-                Some("X-Forwarded-For".to_owned()),
-            )),
-        }
+                    .to_owned(),
+            },
+            Some("X-Forwarded-For".to_owned()),
+        )),
     }
 }
 
@@ -168,8 +167,8 @@ fn parse_address(entry: &str, from: &HeaderName) -> Result<IpAddr, ApiError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::forward_auth::MAX_TRUSTED_HOPS;
-    use crate::config::schema::ForwardAuthConfig;
+    use sluice_config::forward_auth::MAX_TRUSTED_HOPS;
+    use sluice_config::schema::ForwardAuthConfig;
 
     fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
         let mut map = HeaderMap::new();
@@ -188,11 +187,11 @@ mod tests {
     }
 
     fn key(rules: &CallerRules, pairs: &[(&'static str, &str)]) -> String {
-        rules.key_of(&headers(pairs)).unwrap()
+        key_of(rules, &headers(pairs)).unwrap()
     }
 
     fn refused_field(rules: &CallerRules, pairs: &[(&'static str, &str)]) -> String {
-        let err = rules.key_of(&headers(pairs)).unwrap_err();
+        let err = key_of(rules, &headers(pairs)).unwrap_err();
         format!("{err:?}")
     }
 

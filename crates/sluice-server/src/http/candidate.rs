@@ -24,7 +24,7 @@ use super::change::{check_names, effective, log_change, refused, request_of, res
 use crate::service::app::App;
 use crate::service::json::{ApiError, json_response};
 use crate::service::overrides::CandidateSource;
-use crate::service::policy::params_view;
+use sluice_config::policy::params_view;
 
 /// `GET …/candidate`: the candidate in force, or 404.
 pub(super) async fn show(

@@ -10,10 +10,10 @@ use sluice_api::codes;
 use sluice_store::StoreError;
 
 use super::error::parse_json;
-use crate::config::is_valid_name;
 use crate::service::app::App;
 use crate::service::json::ApiError;
 use crate::service::overrides::{self, OverrideError};
+use sluice_config::is_valid_name;
 
 /// The backend failed `what` ("store the change", "read the overrides").
 pub(crate) fn unavailable(what: &str, err: &StoreError) -> ApiError {

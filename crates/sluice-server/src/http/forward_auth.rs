@@ -76,7 +76,7 @@ async fn decide(
             )
         })?),
     };
-    let key = app.forward_auth.load().key_of(headers)?;
+    let key = super::caller::key_of(&app.forward_auth.load(), headers)?;
     let tier = query
         .get("tier")
         .map(String::as_str)

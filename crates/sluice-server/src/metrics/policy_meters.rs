@@ -28,6 +28,13 @@ pub struct PolicyMeters {
     check_duration: OnceLock<StripedHistogram>,
 }
 
+/// A compiled policy's series (`service::compiled::Policy`): sized when the policy compiles.
+impl sluice_config::policy::Meters for PolicyMeters {
+    fn new(tiers: usize, endpoints: usize) -> Self {
+        PolicyMeters::new(tiers, endpoints)
+    }
+}
+
 /// Most `requests` slots kept per policy (16 bytes each).
 const MAX_REQUEST_SLOTS: usize = 8192;
 

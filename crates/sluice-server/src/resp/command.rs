@@ -34,6 +34,8 @@ pub const COMMANDS: [&str; 10] = [
 ];
 
 /// A command, borrowing its arguments from the read buffer.
+// Variants are named after the Redis commands they read: `COMMAND` and `COMMAND COUNT` too.
+#[allow(clippy::enum_variant_names)]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Command<'a> {
     Check(CheckInput<'a>),

@@ -24,10 +24,10 @@ use super::command::{self, Command};
 use super::error::CommandError;
 use super::frame::{self, Next};
 use super::reply;
-use crate::config::ConnectionSettings;
 use crate::server::linger::Lingering;
 use crate::server::stop::Stop;
 use crate::service::app::App;
+use sluice_config::ConnectionSettings;
 
 /// Room made in the read buffer before each read.
 const READ_CHUNK: usize = 16 * 1024;

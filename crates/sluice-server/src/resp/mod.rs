@@ -15,24 +15,24 @@
 //! - [`throttle`]: redis-cell's `CL.THROTTLE` on sluice-core's GCRA.
 //! - [`connection`]: one connection's read-answer-write loop and its deadlines.
 
-pub mod answer;
-pub mod command;
+pub(crate) mod answer;
+pub(crate) mod command;
 pub mod connection;
-pub mod error;
-pub mod frame;
-pub mod reply;
-pub mod throttle;
+pub(crate) mod error;
+pub(crate) mod frame;
+pub(crate) mod reply;
+pub(crate) mod throttle;
 
 #[cfg(test)]
 mod properties;
 
 use tokio::io::{AsyncRead, AsyncWrite};
 
-use crate::config::ConnectionSettings;
 use crate::server::accept::ServeConnection;
 use crate::server::linger::Lingering;
 use crate::server::stop::Stop;
 use crate::service::app::App;
+use sluice_config::ConnectionSettings;
 
 /// The answer past `listen.max_connections`, as Redis words it; then the connection closes.
 pub const OVERLOADED: &[u8] = b"-ERR max number of clients reached\r\n";

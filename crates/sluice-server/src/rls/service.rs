@@ -38,14 +38,14 @@ use super::generated::envoy::config::core::v3::HeaderValue;
 use super::generated::envoy::service::ratelimit::v3 as pb;
 use crate::service::answer::{body_of, set_headers};
 use crate::service::app::App;
+use crate::service::compiled::Policy;
 use crate::service::json::PROBLEM_JSON;
 use crate::service::limiter::{CheckInput, LimitError, Verdict};
-use crate::service::policy::Policy;
-use crate::service::rls_rules::Rules;
 use pb::rate_limit_response::rate_limit::Unit;
 use pb::rate_limit_response::{Code, DescriptorStatus, RateLimit};
 use pb::rate_limit_service_server::{RateLimitService, RateLimitServiceServer};
 use pb::{RateLimitRequest, RateLimitResponse};
+use sluice_config::rls_rules::Rules;
 
 /// The gRPC service; cheap to clone.
 #[derive(Debug, Clone)]

@@ -2,7 +2,7 @@
 //! answered as envoyproxy/ratelimit answers them:
 //!
 //! - each descriptor gets the most specific limit of its domain's tree (see
-//!   [`tree`](crate::config::envoy::tree)), or none (`OK`, no `current_limit`);
+//!   [`tree`](sluice_config::envoy::tree)), or none (`OK`, no `current_limit`);
 //! - `unlimited` answers `OK` with `limit_remaining` 2^32 − 1 and no `current_limit`; a limit
 //!   whose `name` another matched limit `replaces` is dropped (`OK`, no `current_limit`);
 //! - every other descriptor is counted on its limit's policy (fixed_window counting every
@@ -23,14 +23,14 @@ use tonic::Status;
 use super::generated::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
 use super::pb;
 use super::service::{limit_error, response};
-use crate::config::envoy::EnvoyDomains;
-use crate::config::envoy::tree::{Found, Limit, Unit};
 use crate::service::app::App;
 use crate::service::limiter::{CheckInput, Verdict};
 use pb::rate_limit_response::rate_limit::Unit as PbUnit;
 use pb::rate_limit_response::{Code, DescriptorStatus, RateLimit};
 use pb::{RateLimitRequest, RateLimitResponse};
 use sluice_api::MAX_KEY_BYTES;
+use sluice_config::envoy::EnvoyDomains;
+use sluice_config::envoy::tree::{Found, Limit, Unit};
 
 /// A descriptor counted on a limit.
 struct Counted<'a> {

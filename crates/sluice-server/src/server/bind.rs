@@ -16,7 +16,7 @@ use tokio::net::TcpListener;
 use super::Listeners;
 use super::activation::{Inherited, InheritedSocket, TokioListener};
 use super::unix::{BoundUnix, bind_unix, remove_socket};
-use crate::config::{ListenAddr, ListenSettings};
+use sluice_config::{ListenAddr, ListenSettings};
 
 /// A listener that could not be set up.
 #[derive(Debug, thiserror::Error)]

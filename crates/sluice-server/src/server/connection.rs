@@ -39,7 +39,7 @@ use tower::ServiceExt;
 use super::accept::ServeConnection;
 use super::linger::Lingering;
 use super::stop::Stop;
-use crate::config::ConnectionSettings;
+use sluice_config::ConnectionSettings;
 
 /// Serves a router on the connections of a listener, whatever their stream type.
 #[derive(Debug, Clone)]

@@ -13,22 +13,22 @@
 //! - [`activation`]: sockets handed over by the service manager, and telling it we are ready.
 //! - [`bind`]: the listeners of `[listen]`, bound or taken from those handed over.
 
-pub mod accept;
+pub(crate) mod accept;
 pub mod activation;
 pub mod bind;
-pub mod connection;
+pub(crate) mod connection;
 pub mod fd_limit;
-pub mod gate;
-pub mod linger;
-pub mod stop;
-pub mod unix;
+pub(crate) mod gate;
+pub(crate) mod linger;
+pub(crate) mod stop;
+pub(crate) mod unix;
 
 use tokio::net::TcpListener;
 
 pub use self::gate::{ConnectionGate, ConnectionPermit, HTTP_OVERLOADED};
 pub use self::stop::Stop;
 pub use self::unix::{BoundUnix, bind_unix};
-use crate::config::ConnectionSettings;
+use sluice_config::ConnectionSettings;
 
 /// Every listener the daemon serves, bound (or handed over) by the caller.
 #[derive(Debug, Default)]

@@ -6,14 +6,14 @@ use std::time::Duration;
 
 use arc_swap::ArcSwap;
 
-use super::compile::Compiled;
+use super::compiled::Compiled;
 use crate::clock::Clock;
-use crate::config::{ConfigSource, RegionSettings};
 use crate::metrics::Metrics;
 use crate::service::limiter::Limiter;
 use crate::service::overrides::RuntimeLimits;
 use crate::service::slo::StatusWindow;
 use crate::service::stores::Stores;
+use sluice_config::{ConfigSource, RegionSettings};
 
 /// The bound on store calls when the settings have none (process memory cannot hang; a test
 /// store standing in for Redis still gets one).
@@ -32,9 +32,9 @@ pub struct App {
     /// every request.
     pub admin_token: Option<Arc<str>>,
     /// `[[rls.descriptors]]`, swapped whole on reload.
-    pub rls: Arc<ArcSwap<crate::service::rls_rules::Rules>>,
+    pub rls: Arc<ArcSwap<sluice_config::rls_rules::Rules>>,
     /// `[forward_auth]`: how forward-auth finds the caller, swapped whole on reload.
-    pub forward_auth: Arc<ArcSwap<crate::config::forward_auth::CallerRules>>,
+    pub forward_auth: Arc<ArcSwap<sluice_config::forward_auth::CallerRules>>,
     /// `[region]` as started: a reload cannot change it.
     pub region: Arc<RegionSettings>,
     /// The last hour of every policy (`GET /v1/status`).
@@ -73,7 +73,7 @@ impl App {
     /// (read at start), keeps the running one. Counted in `rate_limit_config_reloads_total`.
     pub fn reload(&self, source: &ConfigSource) {
         let metrics = self.limiter.metrics();
-        let swapped = super::compile::load(source)
+        let swapped = super::compiled::load(source)
             .map_err(|err| err.to_string())
             .and_then(|compiled| {
                 let settings = compiled.settings;

@@ -7,7 +7,7 @@ use sluice_store::{
     ClusterStore, ConfigError, MemoryStore, OverrideStore, RedisStore, SharedBackend, Store,
 };
 
-use crate::config::BackendSettings;
+use sluice_config::BackendSettings;
 
 /// One backend as the store of the counters and as the keeper of the overrides.
 #[derive(Debug, Clone)]

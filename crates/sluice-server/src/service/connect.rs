@@ -15,8 +15,8 @@ use std::time::Duration;
 use sluice_store::Store;
 use tokio::time::Instant;
 
-use crate::config::{BackendSettings, RegionSettings};
 use crate::service::stores::Stores;
+use sluice_config::{BackendSettings, RegionSettings};
 
 /// Between two pings of a backend that did not answer yet.
 const RETRY_EVERY: Duration = Duration::from_millis(20);

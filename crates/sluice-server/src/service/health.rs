@@ -23,8 +23,8 @@ use sluice_store::{
     BatchObserver, Check, OverrideStore, SettingKind, Store, StoreError, StoreKind, StoredSetting,
 };
 
-use crate::config::BackendSettings;
 use crate::service::clients::WithOverrides;
+use sluice_config::BackendSettings;
 
 /// Failed checks in a row before the backend counts as down (one timeout is no outage).
 pub const DOWN_AFTER: u64 = 3;

@@ -7,9 +7,9 @@ use std::collections::BTreeMap;
 
 use sluice_store::{CandidateOverride, LimitOverride};
 
-use crate::config::PolicyConfig;
-use crate::config::schema::{CandidateConfig, CandidateTierConfig, TierConfig};
-use crate::service::policy::NO_TIER;
+use sluice_config::PolicyConfig;
+use sluice_config::policy::NO_TIER;
+use sluice_config::schema::{CandidateConfig, CandidateTierConfig, TierConfig};
 
 /// The file's policies with every override, then every candidate, applied (overrides first:
 /// a candidate may be set on a tier an override added).
@@ -97,7 +97,7 @@ fn apply_candidate(policy: &mut PolicyConfig, candidate: &CandidateOverride) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::service::policy::PolicySet;
+    use crate::service::compiled::PolicySet;
 
     fn file(candidate: &str) -> BTreeMap<String, PolicyConfig> {
         let toml = format!(

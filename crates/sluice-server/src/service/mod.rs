@@ -4,32 +4,30 @@
 //! RESP are transports that call into this module; nothing here imports a transport.
 //!
 //! - [`app`]: [`App`], the state every transport shares, and [`App::reload`].
-//! - [`policy`]: policies compiled for the check path; [`overrides`]: the file's policies
+//! - [`compiled`]: the configuration as the daemon runs on it (sluice-config's policies,
+//!   each with its metric series, and the one load); [`overrides`]: the file's policies
 //!   merged with the run-time settings (limit overrides and candidates, applied as [`merge`]
 //!   says), and the loop that keeps them in sync.
 //! - [`stores`]: the stores the settings describe, built from the clients of [`clients`];
 //!   [`connect`]: the wait for them before the daemon serves; [`health`]: whether a Redis
 //!   backend's checks get answers.
-//! - [`rls_rules`]: which Envoy descriptors are limited, by which policy and key.
 //! - [`limiter`]: the one place that calls a store.
 //! - [`slo`]: the last hour of every policy and its SLO burn rates (`GET /v1/status`).
 //! - [`answer`]: the body and headers of a decision; [`json`]: the JSON encoding of every
 //!   answer and the error answer.
 
-pub mod answer;
-pub mod app;
-pub mod clients;
-pub mod compile;
+pub(crate) mod answer;
+pub(crate) mod app;
+pub(crate) mod clients;
+pub(crate) mod compiled;
 pub mod connect;
-pub mod health;
-pub mod json;
+pub(crate) mod health;
+pub(crate) mod json;
 pub mod limiter;
-pub mod merge;
-pub mod overrides;
-pub mod policy;
-pub mod rls_rules;
-pub mod slo;
+pub(crate) mod merge;
+pub(crate) mod overrides;
+pub(crate) mod slo;
 pub mod stores;
 
 pub use app::App;
-pub use compile::{Compiled, load};
+pub use compiled::{Compiled, load};

@@ -20,9 +20,10 @@ use parking_lot::Mutex;
 use sluice_store::{CandidateOverride, LimitOverride, OverrideStore, Settings, StoreError};
 
 use super::merge::merged;
-use crate::config::{FieldError, PolicyConfig};
+use crate::service::compiled::PolicySet;
 use crate::service::limiter::Limiter;
-use crate::service::policy::{NO_TIER, PolicySet};
+use sluice_config::policy::NO_TIER;
+use sluice_config::{FieldError, PolicyConfig};
 
 /// How often a daemon asks the backend whether the settings changed.
 pub const SYNC_EVERY: Duration = Duration::from_millis(250);
@@ -548,7 +549,7 @@ mod tests {
         assert!(!public.tiers.contains_key("gold"), "no tier gold to judge");
 
         let mut with_gold = file(120);
-        let gold = crate::config::TierConfig {
+        let gold = sluice_config::TierConfig {
             limit: Some(50),
             burst: None,
         };

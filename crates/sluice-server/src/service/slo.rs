@@ -15,9 +15,10 @@ use parking_lot::Mutex;
 use sluice_api::{BurnRates, LimitedKey, PolicyStatus, StatusResponse};
 
 use crate::metrics::totals::PolicyTotals;
+use crate::service::compiled::Policy;
 use crate::service::limiter::Limiter;
-use crate::service::policy::{NO_TIER, OTHER, Policy};
 use crate::top::{By, Period};
+use sluice_config::policy::{NO_TIER, OTHER};
 
 /// A check answered within this many seconds is fast (a bucket bound of the check histogram,
 /// the `le` the latency recording rules read).

@@ -12,9 +12,9 @@ use sluice_store::{
 };
 
 use crate::clock::Clock;
-use crate::config::{BackendSettings, RegionSettings};
 use crate::service::clients::{WithOverrides, shared, with_overrides};
 use crate::service::health::Watched;
+use sluice_config::{BackendSettings, RegionSettings};
 
 /// Every store of the daemon.
 #[derive(Debug, Clone)]

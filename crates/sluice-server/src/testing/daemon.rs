@@ -1,6 +1,6 @@
 //! A real daemon in process: the library's `serve`, the real router and the stores the
 //! config names, on a temp-dir Unix socket and loopback TCP ports, with a manual clock so
-//! tests decide time; stopped when the handle drops.
+//! tests decide time, and `sluice-client` clients of it; stopped when the handle drops.
 #![allow(clippy::unwrap_used)] // a failed set-up should panic the test that asked for it
 
 use std::net::SocketAddr;
@@ -11,10 +11,10 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 use crate::clock::{Clock, ManualClock, SystemClock};
-use crate::config::ConnectionSettings;
 use crate::server::{self, Listeners};
 use crate::service::app::App;
 use crate::service::stores::Stores;
+use sluice_config::ConnectionSettings;
 
 /// A round instant (aligned to every test window) so expected values are easy to read.
 pub const T0: u64 = 1_800_000_000_000;
@@ -123,6 +123,25 @@ impl Daemon {
             shutdown: Some(tx),
             task: Some(task),
         }
+    }
+
+    /// A client over the Unix socket.
+    pub fn unix(&self) -> sluice_client::Client {
+        sluice_client::Client::unix(&self.socket)
+    }
+
+    /// A client over TCP.
+    pub fn tcp(&self) -> sluice_client::Client {
+        sluice_client::Client::tcp(self.tcp.to_string())
+    }
+
+    /// The status `GET path` answers over the socket.
+    pub async fn status(&self, path: &str) -> u16 {
+        self.unix()
+            .send(http::Method::GET, path, &[], "")
+            .await
+            .unwrap()
+            .status
     }
 
     /// Stops gracefully and waits for the server to finish.

@@ -1,7 +1,7 @@
 //! A test's config, compiled as the daemon compiles a file.
 
-use crate::config::ConfigSource;
-use crate::service::compile::{Compiled, load_with_env};
+use crate::service::compiled::{Compiled, load_with_env};
+use sluice_config::ConfigSource;
 
 /// `toml` compiled under the name `test.toml`, without reading the environment.
 ///

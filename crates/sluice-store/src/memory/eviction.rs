@@ -82,13 +82,9 @@ impl Keys {
 }
 
 impl Shard {
-    /// A position among the shard's keys, drawn uniformly (splitmix64): `(policy, slot)`.
+    /// A position among the shard's keys, drawn uniformly: `(policy, slot)`.
     fn sample(&mut self) -> Option<(usize, usize)> {
-        self.sampler = self.sampler.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.sampler;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        let mut at = (z ^ (z >> 31)) % self.len.max(1);
+        let mut at = self.sampler.below(self.len.max(1));
         for (policy, (_, keys)) in self.policies.iter().enumerate() {
             let len = keys.len() as u64;
             if at < len {

@@ -30,39 +30,16 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use ahash::RandomState;
 use async_trait::async_trait;
 use parking_lot::Mutex;
-use sluice_core::{Counting, Decision, Params, State};
+use sluice_core::{Counting, Decision, Params, SplitMix, State, candidate_decision};
 
 use self::keys::{Expiry, hash_of};
 use self::overrides::Overrides;
 use self::shard::Shard;
-use crate::store::{candidate_check, candidate_decision};
+use crate::store::candidate_check;
 use crate::{
-    Check, OverrideStore, SettingKind, Store, StoreError, StoreKind, StoredSetting,
-    candidate_policy,
+    Check, MemoryStoreConfig, OverrideStore, SettingKind, Store, StoreError, StoreKind,
+    StoredSetting, candidate_policy,
 };
-
-/// Sizing of a [`MemoryStore`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct MemoryStoreConfig {
-    /// Most keys tracked at once (`backend.max_keys`).
-    pub max_keys: u64,
-    /// Number of independently locked shards; rounded up to a power of two.
-    pub shards: usize,
-    /// How long a key is kept past its state's expiry, by housekeeping and by eviction alike,
-    /// for a check stamped before that expiry that reaches its shard after it (see
-    /// [`crate::expiry_grace`]). Default [`CLOCK_MARGIN`](crate::CLOCK_MARGIN).
-    pub grace: std::time::Duration,
-}
-
-impl Default for MemoryStoreConfig {
-    fn default() -> Self {
-        MemoryStoreConfig {
-            max_keys: 1_000_000,
-            shards: 64,
-            grace: crate::CLOCK_MARGIN,
-        }
-    }
-}
 
 /// In-process store with sharded locking and bounded memory.
 #[derive(Debug)]
@@ -99,7 +76,7 @@ impl MemoryStore {
             shards: (0..shards)
                 .map(|at| {
                     Mutex::new(Shard {
-                        sampler: at as u64,
+                        sampler: SplitMix(at as u64),
                         ..Shard::default()
                     })
                 })

@@ -3,7 +3,7 @@
 //! a key to forget is in `eviction.rs`.
 
 use ahash::RandomState;
-use sluice_core::State;
+use sluice_core::{SplitMix, State};
 
 use super::keys::{Entry, Expiry, KeyText, Keys, Slot};
 use crate::Check;
@@ -16,8 +16,8 @@ pub(super) struct Shard {
     pub(super) len: u64,
     /// Keys forgotten to make room while their state was not yet fresh, by policy.
     pub(super) evicted: Vec<(Box<str>, u64)>,
-    /// The state of the generator that picks eviction samples.
-    pub(super) sampler: u64,
+    /// The generator that picks eviction samples.
+    pub(super) sampler: SplitMix,
 }
 
 impl Shard {

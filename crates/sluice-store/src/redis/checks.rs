@@ -12,7 +12,7 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use sluice_core::{CheckError, Decision, Params};
+use sluice_core::{CheckError, Decision, Params, candidate_cost, candidate_decision};
 
 use super::answers::{FIELDS, Outcome, outcome};
 use super::group;
@@ -21,7 +21,6 @@ use super::lanes::{CheckCall, Decided, Entry};
 use super::runner::ScriptRunner;
 use super::script_store::ScriptStore;
 use super::scripts::{ScriptId, algorithm_code};
-use crate::store::{candidate_cost, candidate_decision};
 use crate::{BatchObserver, Check, Store, StoreError, StoreKind};
 
 #[async_trait]

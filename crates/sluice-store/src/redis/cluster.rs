@@ -35,8 +35,9 @@ use super::redirect::{self, Redirects};
 use super::runner::{Lane, ScriptRunner};
 use super::script_store::ScriptStore;
 use super::scripts::Script;
-use crate::config::{ClusterStoreConfig, ConfigError, check_common, credentials, parse_node};
 use crate::{StoreError, StoreKind};
+use sluice_config::backend::ClusterStoreConfig;
+use sluice_config::backend::stores::{ConfigError, check_common, credentials, parse_node};
 
 /// Rate-limit state in a Redis Cluster.
 pub type ClusterStore = ScriptStore<Cluster>;

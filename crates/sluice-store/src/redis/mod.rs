@@ -33,4 +33,4 @@ pub(crate) mod single;
 
 pub use cluster::{Cluster, ClusterStore};
 pub use script_store::ScriptStore;
-pub use single::{RedisStore, Single};
+pub use single::{RedisStore, Single, parse_redis_url};

@@ -144,7 +144,7 @@ impl Redirects {
         if let Some(conn) = self.lock().get(node) {
             return Ok(conn.clone());
         }
-        let (host, port) = crate::config::parse_node(node)
+        let (host, port) = sluice_config::backend::stores::parse_node(node)
             .map_err(|e| StoreError::Backend(format!("bad node address in a redirection: {e}")))?;
         let info = ConnectionAddr::Tcp(host, port)
             .into_connection_info()

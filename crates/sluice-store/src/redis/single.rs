@@ -16,8 +16,8 @@ use async_trait::async_trait;
 use super::runner::{Lane, ScriptRunner};
 use super::script_store::ScriptStore;
 use super::scripts::Script;
-use crate::config::{ConfigError, RedisStoreConfig};
 use crate::{StoreError, StoreKind};
+use sluice_config::backend::{RedisStoreConfig, StoreConfigError as ConfigError, redact_url};
 
 /// Rate-limit state in a single Redis server.
 pub type RedisStore = ScriptStore<Single>;
@@ -33,14 +33,23 @@ impl std::fmt::Debug for Single {
     }
 }
 
+/// Whether the `redis` client parses `url`, with its reason when not: the URL check the config
+/// compile hands to [`RedisStoreConfig::validate`], so what `--check-config` accepts this store
+/// accepts.
+pub fn parse_redis_url(url: &str) -> Result<(), String> {
+    ::redis::IntoConnectionInfo::into_connection_info(url)
+        .map(drop)
+        .map_err(|e| e.to_string())
+}
+
 impl RedisStore {
     /// A store on `config.url`. Connects lazily (the first call, or [`ping`](crate::Store::ping)),
     /// so the daemon starts while Redis is down and serves its fail mode until it is up.
     /// Must be called within a Tokio runtime.
     pub fn new(config: RedisStoreConfig) -> Result<Self, ConfigError> {
-        config.validate()?;
+        config.validate(Some(parse_redis_url))?;
         let invalid = |e: RedisError| ConfigError::InvalidUrl {
-            url: crate::config::redact_url(&config.url),
+            url: redact_url(&config.url),
             reason: e.to_string(),
         };
         let info = ::redis::IntoConnectionInfo::into_connection_info(config.url.as_str())
@@ -157,5 +166,29 @@ impl ScriptRunner for Single {
         } else {
             Err(StoreError::Backend(format!("PING answered {pong:?}")))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_url_the_client_refuses_is_refused_without_its_password() {
+        assert_eq!(parse_redis_url("redis://127.0.0.1:6379/0"), Ok(()));
+        let err = RedisStoreConfig {
+            url: "redis://:hunter22@host:notaport/0".into(),
+            ..RedisStoreConfig::default()
+        }
+        .validate(Some(parse_redis_url))
+        .unwrap_err();
+        assert!(matches!(err, ConfigError::InvalidUrl { .. }), "{err}");
+        assert!(!err.to_string().contains("hunter22"), "{err}");
+        let scheme = RedisStoreConfig {
+            url: "http://h:1".into(),
+            ..RedisStoreConfig::default()
+        };
+        assert!(scheme.validate(Some(parse_redis_url)).is_err());
+        assert!(RedisStore::new(scheme).is_err());
     }
 }

@@ -10,8 +10,8 @@ use sluice_store::{Check, Store, StoreError};
 use tracing::Span;
 
 use super::{Limiter, Route, within};
-use crate::service::policy::Scope;
 use crate::telemetry;
+use sluice_config::policy::Scope;
 
 /// The `op` of a batch call in `rate_limit_redis_duration_seconds`.
 const BATCH_OP: &str = "batch";

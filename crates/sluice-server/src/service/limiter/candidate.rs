@@ -13,7 +13,8 @@ use tracing::Span;
 
 use super::{LimitError, Limiter, Resolved, Shape, Started, Verdict};
 use crate::metrics::{CandidateLabels, Metrics};
-use crate::service::policy::{NO_TIER, PolicySet};
+use crate::service::compiled::PolicySet;
+use sluice_config::policy::NO_TIER;
 
 impl Limiter {
     /// [`Limiter::decide_one`] for a check whose limit has `candidate`.
@@ -126,10 +127,10 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::config::PolicyConfig;
-    use crate::config::schema::CandidateConfig;
     use crate::service::limiter::CheckInput;
     use crate::testing::Down;
+    use sluice_config::PolicyConfig;
+    use sluice_config::schema::CandidateConfig;
 
     fn limiter(store: Arc<dyn sluice_store::Store>) -> Limiter {
         let policy = |candidate: Option<u64>| PolicyConfig {

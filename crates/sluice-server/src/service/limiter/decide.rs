@@ -12,7 +12,8 @@ use tracing::Span;
 
 use super::candidate::candidates_of;
 use super::{CheckInput, LimitError, Limiter, Resolved, Shape, Started, Verdict};
-use crate::service::policy::{PolicySet, Scope};
+use crate::service::compiled::PolicySet;
+use sluice_config::policy::Scope;
 
 impl Limiter {
     /// Resolves one check (a single check, or a batch of one), decides it in one store call

@@ -13,7 +13,7 @@ use super::leases::{self, Leases, Take};
 use super::slots::Slot;
 use super::{LimitError, Limiter, Resolved, Started, Verdict};
 use crate::metrics::lease::{Source, Units};
-use crate::service::policy::Scope;
+use sluice_config::policy::Scope;
 
 /// The denied cache and the leases of one limiter.
 #[derive(Debug, Default)]
@@ -203,12 +203,12 @@ mod tests {
     use std::sync::Arc;
     use std::time::Duration;
 
-    use crate::config::PolicyConfig;
     use crate::metrics::Metrics;
+    use crate::service::compiled::PolicySet;
     use crate::service::limiter::{CheckInput, Limiter};
-    use crate::service::policy::PolicySet;
+    use sluice_config::PolicyConfig;
 
-    fn policies(lease: &str) -> Result<PolicySet, Vec<crate::config::error::FieldError>> {
+    fn policies(lease: &str) -> Result<PolicySet, Vec<sluice_config::error::FieldError>> {
         let config = PolicyConfig {
             algorithm: Some("fixed_window".into()),
             limit: Some(1),

@@ -28,10 +28,11 @@ use sluice_store::{Check, Store, StoreError};
 use tracing::Span;
 
 use crate::metrics::Metrics;
-use crate::service::policy::{Limit, NO_TIER, OTHER, Policy, PolicySet, Scope};
+use crate::service::compiled::{Policy, PolicySet};
 use crate::service::stores::RegionStores;
 use crate::telemetry::{self, TraceParent};
 use crate::top::TopKeys;
+use sluice_config::policy::{Limit, NO_TIER, OTHER, Scope};
 
 /// Whether checks came as one check or as a batch (which names its fields `checks[i].…`
 /// and lists its policies on the span).
@@ -439,8 +440,8 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
-    use crate::config::PolicyConfig;
     use crate::testing::{Down, Hung};
+    use sluice_config::PolicyConfig;
 
     fn limiter(store: Arc<dyn Store>) -> Limiter {
         let policy = |fail: &str| PolicyConfig {

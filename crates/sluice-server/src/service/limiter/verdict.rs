@@ -7,7 +7,7 @@ use sluice_store::StoreError;
 
 use super::{LimitError, Limiter, Resolved, Started, Verdict};
 use crate::metrics::{PolicyTierLabels, RequestLabels};
-use crate::service::policy::FailMode;
+use sluice_config::policy::FailMode;
 
 impl Limiter {
     pub(super) fn verdict(

@@ -46,7 +46,7 @@
 //! the cap keeps the budget. While the last delivery to some peer failed, the region is
 //! *partitioned*: its cap is raised to its fair share `floor(limit / regions)` so it keeps
 //! serving, and the worst case while partitioned is `(1 + (regions − 1) / regions) · limit`
-//! (documented in the README). After the heal the buffered totals are delivered and merged
+//! (documented in docs/src/guides/multi-region.md). After the heal the buffered totals are delivered and merged
 //! with max: nothing is lost or counted twice.
 
 use std::collections::HashMap;
@@ -64,10 +64,12 @@ use super::runner::ScriptRunner;
 use super::script_store::ScriptStore;
 use super::scripts::ScriptId;
 
-mod budget;
-
 use crate::{Check, Store, StoreError, StoreKind};
-pub use budget::{Replication, check_budget, partition_cap, unacked_cap, unreplicable};
+// The budget's arithmetic is the config's too (a replicated policy's budget is checked when
+// the config compiles), so it lives in sluice-config.
+pub use sluice_config::backend::replication::{
+    DEFAULT_MAX_PENDING, Replication, check_budget, partition_cap, unacked_cap, unreplicable,
+};
 
 /// A backend other regions can write into: one Redis or a Redis Cluster
 /// (`SharedBackend::from(store)`).
@@ -162,9 +164,6 @@ pub struct ReplicatedStoreConfig {
     /// Most buffered (limit, window) entries per peer. Default 100 000.
     pub max_pending: usize,
 }
-
-/// Default `max_pending`.
-pub const DEFAULT_MAX_PENDING: usize = 100_000;
 
 /// A buffered total for one peer.
 #[derive(Debug, Clone, Copy)]
