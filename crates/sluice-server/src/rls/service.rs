@@ -27,20 +27,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
-use http::HeaderMap;
 use sluice_api::{MAX_BATCH, MAX_KEY_BYTES};
 use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::watch;
 use tokio_stream::wrappers::UnixListenerStream;
 use tonic::{Request, Response, Status};
 
-use super::generated::envoy::config::core::v3::HeaderValue;
 use super::generated::envoy::service::ratelimit::v3 as pb;
-use crate::service::answer::{body_of, set_headers};
+use super::reply::{limit_error, response};
 use crate::service::app::App;
 use crate::service::compiled::Policy;
-use crate::service::json::PROBLEM_JSON;
-use crate::service::limiter::{CheckInput, LimitError, Verdict};
+use crate::service::limiter::{CheckInput, Verdict};
 use pb::rate_limit_response::rate_limit::Unit;
 use pb::rate_limit_response::{Code, DescriptorStatus, RateLimit};
 use pb::rate_limit_service_server::{RateLimitService, RateLimitServiceServer};
@@ -243,19 +240,6 @@ impl RlsService {
     }
 }
 
-/// The gRPC status of a limiter error.
-pub(super) fn limit_error(err: LimitError) -> Status {
-    match err {
-        LimitError::BackendUnavailable => {
-            Status::unavailable("the rate-limit backend is unavailable and the policy fails closed")
-        }
-        LimitError::BadRequest { .. } | LimitError::CostExceedsCapacity { .. } => {
-            Status::invalid_argument(err.to_string())
-        }
-        LimitError::UnknownPolicy { .. } => Status::failed_precondition(err.to_string()),
-    }
-}
-
 /// A request must name its domain and hold 1 to [`MAX_BATCH`] descriptors.
 fn validate(request: &RateLimitRequest) -> Result<(), Status> {
     if request.domain.is_empty() {
@@ -291,43 +275,6 @@ fn over_capacity(
         statuses: statuses.to_vec(),
         ..RateLimitResponse::default()
     })
-}
-
-/// The response to decided descriptors: the headers of the most restrictive verdict (the
-/// longest wait of a denial, else the least remaining), and on a denial sluiced's problem
-/// document as the body.
-pub(super) fn response(statuses: Vec<DescriptorStatus>, verdicts: &[Verdict]) -> RateLimitResponse {
-    let allowed = verdicts.iter().all(|v| v.allowed);
-    let worst = verdicts
-        .iter()
-        .filter(|v| !v.allowed)
-        .max_by_key(|v| v.decision.retry_after_ms)
-        .or_else(|| verdicts.iter().min_by_key(|v| v.decision.remaining));
-    let mut headers = HeaderMap::new();
-    let mut raw_body = Vec::new();
-    if let Some(worst) = worst {
-        set_headers(&mut headers, worst);
-        if !allowed {
-            raw_body = serde_json::to_vec(&body_of(worst)).unwrap_or_default();
-            headers.insert(http::header::CONTENT_TYPE, PROBLEM_JSON);
-        }
-    }
-    RateLimitResponse {
-        overall_code: if allowed { Code::Ok } else { Code::OverLimit }.into(),
-        statuses,
-        response_headers_to_add: headers
-            .iter()
-            .filter_map(|(name, value)| {
-                Some(HeaderValue {
-                    key: name.as_str().to_owned(),
-                    value: value.to_str().ok()?.to_owned(),
-                    raw_value: Vec::new(),
-                })
-            })
-            .collect(),
-        raw_body,
-        ..RateLimitResponse::default()
-    }
 }
 
 fn status_of(verdict: &Verdict) -> DescriptorStatus {

@@ -21,8 +21,8 @@ use std::collections::HashSet;
 use tonic::Status;
 
 use super::generated::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
-use super::pb;
-use super::service::{limit_error, response};
+use super::generated::envoy::service::ratelimit::v3 as pb;
+use super::reply::{limit_error, response};
 use crate::service::app::App;
 use crate::service::limiter::{CheckInput, Verdict};
 use pb::rate_limit_response::rate_limit::Unit as PbUnit;
