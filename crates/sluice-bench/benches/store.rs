@@ -29,7 +29,9 @@ use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_m
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 use sluice_core::SplitMix;
 use sluice_core::{Algorithm, Params};
-use sluice_store::{Check, MemoryStore, MemoryStoreConfig, RedisStore, RedisStoreConfig, Store};
+use sluice_store::{
+    Check, Decided, MemoryStore, MemoryStoreConfig, RedisStore, RedisStoreConfig, Store, StoreExt,
+};
 
 const LIMIT: u32 = 1_000_000_000;
 
@@ -91,16 +93,11 @@ struct Sluice {
 #[allow(clippy::ptr_arg)]
 impl Keyed for Sluice {
     fn check(&self, key: &String) -> bool {
-        let check = Check {
-            policy: "bench",
-            key,
-            params: self.params,
-            cost: 1,
-        };
+        let check = Check::new("bench", key, self.params, 1);
         // The daemon's path: the memory store answers without a future.
         let now_ms = self.clock.now_ms();
-        match self.store.check_now(&check, now_ms) {
-            Some(decision) => decision.unwrap().allowed,
+        match self.store.decide_now(&check, now_ms) {
+            Some(decided) => decided.unwrap().decision.allowed,
             None => ready(self.store.check(&check, now_ms)).unwrap().allowed,
         }
     }
@@ -187,40 +184,23 @@ struct Candidate {
 impl Candidate {
     fn check<'a>(&self, key: &'a str) -> Check<'a> {
         Check {
-            policy: "bench",
-            key,
-            params: self.params,
-            cost: 1,
+            candidate: self.candidate,
+            ..Check::new("bench", key, self.params, 1)
         }
+    }
+
+    /// Whether the check and its candidate (if any) were allowed.
+    fn allowed(decided: Decided) -> bool {
+        decided.decision.allowed && decided.candidate.is_none_or(|judged| judged.allowed)
     }
 
     /// The daemon's at-once path (memory).
     fn now(&self, store: &MemoryStore, key: &str, now_ms: u64) -> bool {
-        let check = self.check(key);
-        match &self.candidate {
-            Some(candidate) => {
-                let (decision, judged) = store
-                    .check_with_candidate_now(&check, candidate, now_ms)
-                    .unwrap()
-                    .unwrap();
-                decision.allowed && judged.allowed
-            }
-            None => store.check_now(&check, now_ms).unwrap().unwrap().allowed,
-        }
+        Self::allowed(store.decide_now(&self.check(key), now_ms).unwrap().unwrap())
     }
 
     async fn awaited(&self, store: &dyn Store, key: &str, now_ms: u64) -> bool {
-        let check = self.check(key);
-        match &self.candidate {
-            Some(candidate) => {
-                let (decision, judged) = store
-                    .check_with_candidate(&check, candidate, now_ms)
-                    .await
-                    .unwrap();
-                decision.allowed && judged.allowed
-            }
-            None => store.check(&check, now_ms).await.unwrap().allowed,
-        }
+        Self::allowed(store.decide_one(&self.check(key), now_ms).await.unwrap())
     }
 }
 

@@ -49,9 +49,20 @@ struct Target {
         default_value = "/tmp/sluiced.sock"
     )]
     socket: PathBuf,
-    /// Talk to the daemon over TCP at HOST:PORT instead of the socket.
+    /// Talk to the daemon over TCP at HOST:PORT (or http://HOST:PORT) instead of the socket;
+    /// https://HOST:PORT for a listener with TLS (`[listen.tls]`).
     #[arg(long, global = true)]
     http: Option<String>,
+    /// With https://: the CA bundle (PEM) the daemon's certificate must chain to (default: the
+    /// system's roots).
+    #[arg(long, global = true, value_name = "FILE")]
+    ca_file: Option<PathBuf>,
+    /// With https://: a client certificate chain (PEM) for a daemon that requires one (mTLS).
+    #[arg(long, global = true, value_name = "FILE", requires = "key_file")]
+    cert_file: Option<PathBuf>,
+    /// The private key (PEM) of --cert-file.
+    #[arg(long, global = true, value_name = "FILE", requires = "cert_file")]
+    key_file: Option<PathBuf>,
     /// Give up after this many milliseconds.
     #[arg(long, global = true, default_value_t = 5000)]
     timeout_ms: u64,
@@ -177,8 +188,22 @@ fn run(target: Target, command: Command) -> anyhow::Result<ExitCode> {
         .enable_all()
         .build()
         .context("starting the runtime")?;
-    let client = match &target.http {
-        Some(addr) => Client::tcp(addr.clone()),
+    let client = match target.http.as_deref() {
+        Some(url) => match url.strip_prefix("https://") {
+            Some(addr) => Client::https(
+                addr.trim_end_matches('/'),
+                &sluice_client::TlsFiles {
+                    ca_file: target.ca_file.clone(),
+                    cert_file: target.cert_file.clone(),
+                    key_file: target.key_file.clone(),
+                },
+            )?,
+            None => Client::tcp(
+                url.strip_prefix("http://")
+                    .unwrap_or(url)
+                    .trim_end_matches('/'),
+            ),
+        },
         None => Client::unix(target.socket.clone()),
     }
     .with_timeout(Duration::from_millis(target.timeout_ms));

@@ -25,6 +25,8 @@ pub enum Endpoint {
     Unix(PathBuf),
     /// `host:port`
     Tcp(String),
+    /// `host:port` over TLS (feature `tls`: [`Client::https`]).
+    Https(String),
 }
 
 impl fmt::Display for Endpoint {
@@ -32,6 +34,7 @@ impl fmt::Display for Endpoint {
         match self {
             Endpoint::Unix(path) => write!(f, "unix:{}", path.display()),
             Endpoint::Tcp(addr) => write!(f, "http://{addr}"),
+            Endpoint::Https(addr) => write!(f, "https://{addr}"),
         }
     }
 }
@@ -81,6 +84,9 @@ pub struct Client {
     endpoint: Endpoint,
     timeout: Duration,
     idle: Mutex<Vec<SendRequest<Full<Bytes>>>>,
+    /// The TLS of an [`Endpoint::Https`].
+    #[cfg(feature = "tls")]
+    tls: Option<crate::tls::Tls>,
 }
 
 impl Client {
@@ -89,7 +95,24 @@ impl Client {
             endpoint,
             timeout: Duration::from_secs(5),
             idle: Mutex::new(Vec::new()),
+            #[cfg(feature = "tls")]
+            tls: None,
         }
+    }
+
+    /// A client of the daemon listening with TLS on `host:port`, verified against the CA of
+    /// `files` (the system's roots when none), presenting its client certificate if any
+    /// (mTLS). The name verified is `host`.
+    #[cfg(feature = "tls")]
+    pub fn https(
+        addr: impl Into<String>,
+        files: &sluice_tls::ClientFiles,
+    ) -> Result<Self, sluice_tls::PemError> {
+        let addr = addr.into();
+        let tls = crate::tls::Tls::new(&addr, files)?;
+        let mut client = Client::new(Endpoint::Https(addr));
+        client.tls = Some(tls);
+        Ok(client)
     }
 
     /// A client of the daemon listening on the Unix socket at `path`.
@@ -213,14 +236,27 @@ impl Client {
                 let stream = UnixStream::connect(path).await.map_err(connect_error)?;
                 handshake(stream).await
             }
-            Endpoint::Tcp(addr) => {
-                let stream = TcpStream::connect(addr).await.map_err(connect_error)?;
-                // Checks are tiny request/response pairs: Nagle would only add latency.
-                stream.set_nodelay(true).map_err(connect_error)?;
-                handshake(stream).await
+            Endpoint::Tcp(addr) => handshake(tcp(addr).await.map_err(connect_error)?).await,
+            Endpoint::Https(addr) => {
+                #[cfg(feature = "tls")]
+                if let Some(tls) = &self.tls {
+                    let stream = tcp(addr).await.map_err(connect_error)?;
+                    return handshake(tls.connect(stream).await.map_err(connect_error)?).await;
+                }
+                Err(connect_error(std::io::Error::other(format!(
+                    "https://{addr} needs Client::https (feature tls)"
+                ))))
             }
         }
     }
+}
+
+/// A TCP connection to `addr`.
+async fn tcp(addr: &str) -> std::io::Result<TcpStream> {
+    let stream = TcpStream::connect(addr).await?;
+    // Checks are tiny request/response pairs: Nagle would only add latency.
+    stream.set_nodelay(true)?;
+    Ok(stream)
 }
 
 async fn handshake<S>(stream: S) -> Result<SendRequest<Full<Bytes>>, ClientError>

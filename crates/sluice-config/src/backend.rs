@@ -16,8 +16,8 @@ use std::time::Duration;
 pub use self::grace::{CLOCK_MARGIN, expiry_grace};
 pub use self::stores::{
     ClusterStoreConfig, ConfigError as StoreConfigError, DEFAULT_CONNECT_TIMEOUT,
-    DEFAULT_MAX_IN_FLIGHT, DEFAULT_TIMEOUT, MemoryStoreConfig, RedisStoreConfig, UrlCheck,
-    redact_url,
+    DEFAULT_MAX_IN_FLIGHT, DEFAULT_TIMEOUT, MemoryStoreConfig, RedisStoreConfig, RedisTls,
+    UrlCheck, redact_url,
 };
 
 use super::error::FieldError;
@@ -82,6 +82,15 @@ impl BackendSettings {
         }
     }
 
+    /// The TLS of a Redis backend, when on.
+    pub fn tls(&self) -> Option<RedisTls> {
+        match self {
+            BackendSettings::Memory(_) => None,
+            BackendSettings::Redis(config) => config.effective_tls(),
+            BackendSettings::Cluster(config) => config.effective_tls(),
+        }
+    }
+
     /// Where the counters live, with any credentials redacted (for logs).
     pub fn address(&self) -> String {
         match self {
@@ -125,6 +134,8 @@ pub(crate) fn check_store(
             (StoreConfigError::NoNodes, _) => format!("{section}.nodes"),
             (StoreConfigError::InvalidPrefix(_), _) => "backend.prefix".to_owned(),
             (StoreConfigError::ZeroTimeout, _) => format!("{section}.timeout"),
+            // Its message names the field itself.
+            (StoreConfigError::Tls(_), _) => String::new(),
             _ => section.to_owned(),
         };
         errors.push(FieldError::new(field, err.to_string()));

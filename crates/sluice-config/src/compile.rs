@@ -19,6 +19,7 @@ use super::forward_auth::CallerRules;
 use super::parse::{parse_mode, parse_positive_duration};
 use super::region::{RegionSettings, compile_region};
 use super::schema::{BackendConfig, Config, ListenConfig, PolicyConfig, TelemetryConfig};
+use super::tls::{ListenTls, compile_backend_tls, compile_listen_tls};
 
 /// Everything the daemon runs on, compiled from one [`Config`].
 #[derive(Debug)]
@@ -63,6 +64,8 @@ pub struct ListenSettings {
     pub shutdown_timeout: Duration,
     /// Timeouts and the cap of the connections every listener accepts.
     pub connections: ConnectionSettings,
+    /// `[listen.tls]`; `None`: the TCP listeners speak plain TCP.
+    pub tls: Option<ListenTls>,
 }
 
 /// How long a connection may take and how many may be open: `listen.header_timeout`,
@@ -182,6 +185,7 @@ fn compile_listen(config: &ListenConfig, errors: &mut Vec<FieldError>) -> Option
             Duration::from_secs(10)
         });
     let connections = compile_connections(config, errors);
+    let tls = compile_listen_tls(&config.tls, errors);
     let unix = (!config.unix.is_empty()).then(|| PathBuf::from(&config.unix));
     for (field, addr) in [("listen.grpc", &grpc), ("listen.resp", &resp)] {
         if let Some(ListenAddr::Unix(path)) = addr
@@ -212,6 +216,7 @@ fn compile_listen(config: &ListenConfig, errors: &mut Vec<FieldError>) -> Option
         resp,
         shutdown_timeout,
         connections,
+        tls,
     })
 }
 
@@ -310,6 +315,15 @@ fn compile_backend(
             "must be non-empty and hold no '{' or '}' (they pick the Redis cluster slot)",
         ));
     }
+    let any_rediss = config.url.starts_with("rediss://")
+        || config
+            .nodes
+            .iter()
+            .any(|node| node.starts_with("rediss://"));
+    let tls = match config.kind.as_str() {
+        "memory" => None,
+        _ => compile_backend_tls("backend.tls", &config.tls, any_rediss, errors),
+    };
     let settings = match config.kind.as_str() {
         "memory" => BackendSettings::Memory(MemoryStoreConfig {
             max_keys: config.max_keys,
@@ -327,6 +341,7 @@ fn compile_backend(
                 prefix: config.prefix.clone(),
                 timeout,
                 connect_timeout,
+                tls,
                 ..RedisStoreConfig::default()
             })
         }
@@ -342,6 +357,7 @@ fn compile_backend(
                 prefix: config.prefix.clone(),
                 timeout,
                 connect_timeout,
+                tls,
                 ..ClusterStoreConfig::default()
             })
         }

@@ -26,6 +26,7 @@ mod compile;
 pub mod compiled;
 mod env;
 pub mod envoy;
+pub mod envoy_yaml;
 pub mod error;
 mod extract;
 pub mod forward_auth;
@@ -35,6 +36,7 @@ pub mod policy;
 pub mod region;
 pub mod rls_rules;
 pub mod schema;
+pub mod tls;
 
 pub use backend::{BackendKind, BackendSettings};
 pub use compile::{
@@ -47,6 +49,7 @@ pub use parse::{format_duration_ms, is_valid_name, parse_duration_ms};
 pub use region::RegionSettings;
 pub use schema::{
     AdminConfig, BUILTIN_NAME, BUILTIN_TOML, BackendConfig, Config, ForwardAuthConfig,
-    ListenConfig, PolicyConfig, RegionConfig, RemoteConfig, RlsConfig, RlsDescriptorConfig,
-    TelemetryConfig, TierConfig, default_socket_path, json_schema,
+    ListenConfig, ListenTlsConfig, PolicyConfig, RegionConfig, RemoteConfig, RlsConfig,
+    RlsDescriptorConfig, TelemetryConfig, TierConfig, default_socket_path, json_schema,
 };
+pub use tls::ListenTls;

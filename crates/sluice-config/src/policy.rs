@@ -217,6 +217,16 @@ pub struct PolicySet<M = ()> {
     policies: Names<Arc<Policy<M>>>,
 }
 
+/// A copy shares every compiled policy (no `M: Clone` needed): the settings writer publishes
+/// the same policies with a new version of the stored settings.
+impl<M> Clone for PolicySet<M> {
+    fn clone(&self) -> Self {
+        PolicySet {
+            policies: self.policies.clone(),
+        }
+    }
+}
+
 impl<M> Default for PolicySet<M> {
     fn default() -> Self {
         PolicySet {

@@ -17,6 +17,7 @@ use super::backend::{
 use super::error::FieldError;
 use super::parse::{is_valid_name, parse_positive_duration};
 use super::schema::{BackendConfig, RegionConfig, RemoteConfig};
+use super::tls::compile_backend_tls;
 
 /// `[region]`, compiled. The default is a single region.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -51,6 +52,12 @@ fn compile_remote(
     let timeout = parse_positive_duration(&config.timeout)
         .map_err(|why| errors.push(FieldError::new(format!("{field}.timeout"), why)))
         .ok();
+    let any_rediss = config.url.starts_with("rediss://")
+        || config
+            .nodes
+            .iter()
+            .any(|node| node.starts_with("rediss://"));
+    let tls = compile_backend_tls(&format!("{field}.tls"), &config.tls, any_rediss, errors);
     let settings = match config.kind.as_str() {
         "redis" if config.url.is_empty() => {
             errors.push(FieldError::new(
@@ -73,6 +80,7 @@ fn compile_remote(
             connect_timeout,
             // On a cross-region link Nagle would hold concurrent commands back a round trip.
             tcp_nodelay: true,
+            tls,
             ..RedisStoreConfig::default()
         })),
         "cluster" => Some(BackendSettings::Cluster(ClusterStoreConfig {
@@ -80,6 +88,7 @@ fn compile_remote(
             prefix: prefix.to_owned(),
             timeout: timeout?,
             connect_timeout,
+            tls,
             ..ClusterStoreConfig::default()
         })),
         other => {
@@ -90,7 +99,10 @@ fn compile_remote(
             None
         }
     }?;
-    check_store(&settings, field, redis_url, errors);
+    // A TLS file already reported is not reported again by the store's own checks.
+    if errors.len() == before {
+        check_store(&settings, field, redis_url, errors);
+    }
     (errors.len() == before).then_some(settings)
 }
 

@@ -12,7 +12,7 @@ use crate::schema::{PolicyConfig, RlsConfig};
 pub struct Rules {
     by_domain: HashMap<Box<str>, Vec<Rule>>,
     /// The domains of `rls.envoy_config`, loaded with the config (and so swapped with it).
-    pub envoy: std::sync::Arc<crate::envoy::EnvoyDomains>,
+    pub envoy: std::sync::Arc<crate::envoy_yaml::EnvoyDomains>,
 }
 
 /// One `[[rls.descriptors]]` entry.

@@ -97,6 +97,22 @@ pub struct ListenConfig {
     pub idle_timeout: String,
     /// Open connections over every listener; capped below the fd limit at start.
     pub max_connections: u64,
+    /// `[listen.tls]`: TLS (and mTLS) on the TCP listeners.
+    pub tls: ListenTlsConfig,
+}
+
+/// `[listen.tls]`: a certificate set makes the TCP listeners (http, grpc, resp) TLS only.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct ListenTlsConfig {
+    /// PEM certificate chain; "" = plain TCP.
+    pub cert_file: String,
+    /// Its PEM private key.
+    pub key_file: String,
+    /// PEM CA bundle; set = a client must present a certificate it signed (mTLS).
+    pub client_ca_file: String,
+    /// `listen.metrics` serves HTTPS too (default: plain, for probes).
+    pub metrics: bool,
 }
 
 impl Default for ListenConfig {
@@ -112,6 +128,7 @@ impl Default for ListenConfig {
             header_timeout: "10s".to_owned(),
             idle_timeout: "120s".to_owned(),
             max_connections: 10_000,
+            tls: ListenTlsConfig::default(),
         }
     }
 }
@@ -147,6 +164,24 @@ pub struct BackendConfig {
     pub prefix: String,
     /// memory: the most keys tracked.
     pub max_keys: u64,
+    /// `[backend.tls]`: TLS to Redis.
+    pub tls: BackendTlsConfig,
+}
+
+/// `[backend.tls]` (and the `tls` table of a `[region]` backend): TLS to Redis. A `rediss://`
+/// URL turns it on; `enabled = true` also for `redis://` URLs. Always verified.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct BackendTlsConfig {
+    pub enabled: bool,
+    /// PEM CA bundle; "" = the system's root store.
+    pub ca_file: String,
+    /// Client certificate chain (PEM), for `tls-auth-clients yes`.
+    pub cert_file: String,
+    /// Its private key (PEM).
+    pub key_file: String,
+    /// The name verified (and sent as SNI); "" = the URL's host.
+    pub server_name: String,
 }
 
 impl Default for BackendConfig {
@@ -159,6 +194,7 @@ impl Default for BackendConfig {
             connect_timeout: "1s".to_owned(),
             prefix: "rl".to_owned(),
             max_keys: 1_000_000,
+            tls: BackendTlsConfig::default(),
         }
     }
 }
@@ -225,9 +261,9 @@ pub struct RlsConfig {
     /// envoyproxy/ratelimit YAML: a directory of files (one domain each) or one file.
     pub envoy_config: String,
     /// Not a config key: the domains read from `envoy_config` by the load
-    /// ([`envoy::attach`](super::envoy::attach)).
+    /// ([`envoy::attach`](crate::envoy::attach)).
     #[serde(skip)]
-    pub envoy: std::sync::Arc<super::envoy::EnvoyDomains>,
+    pub envoy: std::sync::Arc<crate::envoy_yaml::EnvoyDomains>,
 }
 
 /// `[[rls.descriptors]]`: a descriptor of `domain` whose entry keys are exactly `keys` (in
@@ -421,6 +457,8 @@ pub struct RemoteConfig {
     /// a delivery to a peer never delays a check).
     #[schemars(pattern(DURATION_PATTERN))]
     pub timeout: String,
+    /// TLS to this backend, as `[backend.tls]`.
+    pub tls: BackendTlsConfig,
 }
 
 impl Default for RemoteConfig {
@@ -431,6 +469,7 @@ impl Default for RemoteConfig {
             url: String::new(),
             nodes: Vec::new(),
             timeout: DEFAULT_REMOTE_TIMEOUT.to_owned(),
+            tls: BackendTlsConfig::default(),
         }
     }
 }

@@ -5,7 +5,9 @@
 //! replay judge candidates by these rules, so a candidate means the same thing wherever it is
 //! judged.
 
-use crate::{Decision, Params, State};
+use crate::decision::Decision;
+use crate::params::Params;
+use crate::state::State;
 
 /// The cost a candidate judges a check of `cost` at: the cost itself, or 0 (a peek of its
 /// state) when the cost exceeds the largest the candidate takes ([`Params::max_cost`]: its

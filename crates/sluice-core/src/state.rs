@@ -2,7 +2,7 @@
 
 use std::collections::VecDeque;
 
-use crate::Algorithm;
+use crate::params::Algorithm;
 
 /// One admitted request in a sliding log: when, and how much it cost.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

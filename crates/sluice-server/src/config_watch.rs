@@ -27,7 +27,7 @@ use notify::{Event, EventKind, RecommendedWatcher, RecursiveMode, Watcher};
 use parking_lot::Mutex;
 use tokio::sync::mpsc;
 
-use sluice_config::{ConfigSource, envoy};
+use sluice_config::{ConfigSource, envoy_yaml};
 
 /// How long the directory must stay quiet before the file is read: long enough to cover the
 /// steps of one kubelet update or editor save, short against kubelet's own sync period (about a
@@ -243,7 +243,7 @@ fn fingerprint(paths: &[PathBuf]) -> Option<u64> {
     for path in paths {
         if path.is_dir() {
             // A directory: the names and bytes of the YAML files the config load reads.
-            for file in envoy::yaml_files(path).ok()? {
+            for file in envoy_yaml::yaml_files(path).ok()? {
                 file.hash(&mut hasher);
                 std::fs::read(&file).ok()?.hash(&mut hasher);
             }
@@ -278,6 +278,14 @@ mod tests {
         (dir, path, watch)
     }
 
+    /// Fails with `why` when `watch` has a change still to report.
+    fn assert_no_more_changes(watch: &mut ConfigWatch, why: &str) {
+        let Some(changes) = &mut watch.changes else {
+            panic!("the watch stopped");
+        };
+        assert!(changes.try_recv().is_err(), "{why}");
+    }
+
     #[tokio::test]
     async fn a_burst_of_writes_is_one_change_and_the_same_bytes_none() {
         let (dir, path, mut watch) = watched("a");
@@ -292,13 +300,7 @@ mod tests {
         }
         watch.changed().await;
         tokio::time::sleep(APART).await;
-        let Some(changes) = &mut watch.changes else {
-            panic!("the watch stopped");
-        };
-        assert!(
-            changes.try_recv().is_err(),
-            "more than one change was reported"
-        );
+        assert_no_more_changes(&mut watch, "more than one change was reported");
 
         // And the watch goes on.
         replace(&path, "e");
@@ -315,13 +317,7 @@ mod tests {
         replace(&path, "c");
         watch.changed().await;
         tokio::time::sleep(APART).await;
-        let Some(changes) = &mut watch.changes else {
-            panic!("the watch stopped");
-        };
-        assert!(
-            changes.try_recv().is_err(),
-            "the reloaded edit was reported"
-        );
+        assert_no_more_changes(&mut watch, "the reloaded edit was reported");
     }
 
     #[tokio::test]

@@ -10,12 +10,12 @@ use std::io;
 use std::time::Duration;
 
 use crate::http;
+use crate::server::tls::{Alpn, ListenerTls};
 use crate::server::{
     ConnectionGate, HTTP_OVERLOADED, Listeners, Stop, accept, connection, fd_limit, linger, stop,
     unix,
 };
 use crate::service::app::App;
-use crate::service::overrides;
 use sluice_config::ConnectionSettings;
 
 /// How often the store forgets expired keys.
@@ -47,10 +47,11 @@ pub async fn serve_until(
         linger::Lingering::new(fd_limit::lingering_slots(limits.max_connections)),
         Some(app.limiter.metrics().connections_refused.clone()),
     );
-    let router = http::router(app.clone());
+    let api = http::Api::new(http::router(app.clone()), app.clone());
     let mut tasks = tokio::task::JoinSet::new();
     let mut sockets = Vec::new();
     // Every HTTP listener: one accept loop each, behind the one gate.
+    let tls = listeners.tls;
     let http_loop = HttpLoop {
         gate: &gate,
         stop: &stop,
@@ -58,16 +59,27 @@ pub async fn serve_until(
     };
     if let Some(unix) = listeners.unix {
         sockets.extend(unix.created_file());
-        tasks.spawn(http_loop.serve(unix.listener, "unix", router.clone()));
+        tasks.spawn(http_loop.serve(unix.listener, "unix", api.clone()));
     }
     if let Some(tcp) = listeners.http {
-        tasks.spawn(http_loop.serve(tcp, "http", router.clone()));
+        tasks.spawn(http_loop.serve_tcp(tcp, "http", api.clone(), tls.as_ref()));
     }
     if let Some(tcp) = listeners.metrics {
-        tasks.spawn(http_loop.serve(tcp, "metrics", http::metrics_router(app.clone())));
+        let metrics_tls = tls.as_ref().filter(|_| listeners.metrics_tls);
+        let metrics = http::Api::routes(http::metrics_router(app.clone()));
+        tasks.spawn(http_loop.serve_tcp(tcp, "metrics", metrics, metrics_tls));
     }
     if let Some(tcp) = listeners.grpc {
-        let server = crate::rls::serve(app.clone(), tcp, stop.clone().into_wait());
+        let shutdown = stop.clone().into_wait();
+        let server = match tls.clone() {
+            Some(tls) => futures::future::Either::Left(crate::rls::serve_tls(
+                app.clone(),
+                tcp,
+                tls,
+                shutdown,
+            )),
+            None => futures::future::Either::Right(crate::rls::serve(app.clone(), tcp, shutdown)),
+        };
         tasks.spawn(async move { server.await.map_err(io::Error::other) });
     }
     if let Some(unix) = listeners.grpc_unix {
@@ -78,18 +90,23 @@ pub async fn serve_until(
     // The RESP listeners: the same accept loop and gate, the Redis protocol's connection.
     let resp = crate::resp::Resp::new(app.clone(), limits, gate.lingering().clone());
     if let Some(tcp) = listeners.resp {
-        tasks.spawn(serve_resp(tcp, "resp", &gate, &stop, resp.clone()));
+        tasks.spawn(match &tls {
+            Some(tls) => {
+                let resp = tls.serving("resp", Alpn::None, resp.clone());
+                futures::future::Either::Left(serve_resp(tcp, "resp", &gate, &stop, resp))
+            }
+            None => {
+                futures::future::Either::Right(serve_resp(tcp, "resp", &gate, &stop, resp.clone()))
+            }
+        });
     }
     if let Some(unix) = listeners.resp_unix {
         sockets.extend(unix.created_file());
         tasks.spawn(serve_resp(unix.listener, "resp_unix", &gate, &stop, resp));
     }
-    let sync = tokio::spawn(overrides::sync_loop(
-        app.limits.clone(),
-        app.overrides.clone(),
-        app.limiter.clone(),
-        stop.clone().into_wait(),
-    ));
+    // The settings writer: polls the backend's settings and serves reloads and admin changes.
+    app.settings.start();
+    let settings = app.settings.clone();
     let leases = (app.limiter.clone(), app.clock.clone());
     let housekeeping = tokio::spawn(housekeep(app, stop.clone().into_wait()));
     tokio::spawn(async move {
@@ -120,7 +137,7 @@ pub async fn serve_until(
         }
     }
     housekeeping.abort();
-    sync.abort();
+    settings.stop();
     // Unspent leases go back to the window counters they came from (bounded by the
     // backend's timeout per key; a daemon that cannot return them loses them to the window).
     let (limiter, clock) = leases;
@@ -146,12 +163,14 @@ async fn housekeep(app: App, stop: impl Future<Output = ()>) {
             () = &mut stop => return,
             _ = tick.tick() => {
                 let limiter = &app.limiter;
-                limiter.store().housekeep(app.clock.now_ms());
+                if let Some(keys) = limiter.store().capabilities().keys {
+                    keys.housekeep(app.clock.now_ms());
+                }
                 app.status.tick(limiter, app.clock.now_ms());
                 limiter.return_leases(app.clock.now_ms(), false).await;
                 limiter
                     .metrics()
-                    .record_store(limiter.store().as_ref(), limiter.policies().names());
+                    .record_store(limiter.store().as_ref(), limiter.snapshot().policies.names());
             }
         }
     }
@@ -163,7 +182,7 @@ fn serve_resp<L: accept::Accept>(
     name: &'static str,
     gate: &ConnectionGate,
     stop: &Stop,
-    resp: crate::resp::Resp,
+    resp: impl accept::ServeConnection<L::Io> + Send + 'static,
 ) -> impl Future<Output = io::Result<()>> + Send + 'static {
     let serving = accept::serve_listener(
         listener,
@@ -189,13 +208,44 @@ struct HttpLoop<'a> {
 }
 
 impl HttpLoop<'_> {
-    /// The accept loop of `listener` (`name` in the metrics), serving `router`, as a
+    /// The accept loop of `listener` (`name` in the metrics), serving `api`, as a
     /// listener task.
     fn serve<L: accept::Accept>(
         self,
         listener: L,
         name: &'static str,
-        router: axum::Router,
+        api: http::Api,
+    ) -> impl Future<Output = io::Result<()>> + Send + 'static {
+        self.serve_with(listener, name, self.http(api))
+    }
+
+    /// As [`serve`](Self::serve) for a TCP listener, behind TLS when `tls` is set.
+    fn serve_tcp(
+        self,
+        listener: tokio::net::TcpListener,
+        name: &'static str,
+        api: http::Api,
+        tls: Option<&ListenerTls>,
+    ) -> impl Future<Output = io::Result<()>> + Send + 'static {
+        match tls {
+            Some(tls) => futures::future::Either::Left(self.serve_with(
+                listener,
+                name,
+                tls.serving(name, Alpn::Http, self.http(api)),
+            )),
+            None => futures::future::Either::Right(self.serve(listener, name, api)),
+        }
+    }
+
+    fn http(self, api: http::Api) -> connection::Http {
+        connection::Http::new(api, self.limits, self.gate.lingering().clone())
+    }
+
+    fn serve_with<L: accept::Accept>(
+        self,
+        listener: L,
+        name: &'static str,
+        serve: impl accept::ServeConnection<L::Io> + Send + 'static,
     ) -> impl Future<Output = io::Result<()>> + Send + 'static {
         let serving = accept::serve_listener(
             listener,
@@ -203,7 +253,7 @@ impl HttpLoop<'_> {
             self.gate.clone(),
             HTTP_OVERLOADED,
             self.stop.clone(),
-            connection::Http::new(router, self.limits, self.gate.lingering().clone()),
+            serve,
         );
         async move {
             serving.await;

@@ -13,9 +13,12 @@
 //! - [`service`]: [`App`] and its reload; the configuration as the daemon runs on it
 //!   ([`service::compiled`]: sluice-config's compile with each policy's metric series and the
 //!   Redis client's URL check, used by start, SIGHUP and `--check-config` alike);
-//!   [`service::overrides`]; the stores ([`service::stores`], [`service::clients`],
+//!   [`service::overrides`]; [`service::snapshot`], all the run-time settings decide as one
+//!   version, compiled and published by [`service::writer`], the one task that writes them
+//!   (reloads, the overrides poll, admin changes); the stores ([`service::stores`], [`service::clients`],
 //!   [`service::health`]); [`service::limiter`], the one place that calls a store; and
-//!   [`service::answer`] / [`service::json`], what a decision is answered with.
+//!   [`service::answer`] / [`service::json`], what a decision is answered with (bodies,
+//!   headers, the error answer; no transport's types).
 //! - Transports: [`http`] (the check API, forward-auth, top, admin, the operational
 //!   routes), [`rls`] (the Envoy RLS over gRPC), [`resp`] (`SLUICE.CHECK`, redis-cell's
 //!   `CL.THROTTLE`).
@@ -51,7 +54,8 @@
 //! 2. The router of `http/mod.rs` hands the request to `http/check.rs`, which parses the body
 //!    without copying its strings into a [`service::limiter::CheckInput`].
 //! 3. `service/limiter/mod.rs` starts the span; `service/limiter/decide.rs` resolves the check
-//!    against the current policies (`sluice_config::policy`, swapped whole on reload) and
+//!    against the policies of the one snapshot it loads (`service/snapshot.rs`, published
+//!    whole by `service/writer.rs` on every reload and settings change) and
 //!    refuses a cost above capacity; `service/limiter/call.rs` routes it by scope to a store
 //!    of `service/stores.rs` (on Redis through `service/health.rs`) and times the call.
 //! 4. The store (`sluice-store`) decides with the algorithm of `sluice-core`: in process
@@ -59,8 +63,8 @@
 //!    flight), bounded by `backend.timeout`.
 //! 5. `service/limiter/verdict.rs` applies shadow mode, or the fail mode of a store failure,
 //!    and records the metrics and top keys; `service/answer.rs` turns the verdict into the
-//!    body and the rate-limit headers, written by `service/json.rs`, and the answer goes back
-//!    on the connection.
+//!    body and the rate-limit headers, `http/respond.rs` makes them the HTTP response, and
+//!    the answer goes back on the connection.
 //!
 //! Over RESP (`SLUICE.CHECK`): steps 1 and 3–5 as above, with `resp/mod.rs` as the
 //! connection handler: `resp/connection.rs` reads what the client sent, `resp/frame.rs`

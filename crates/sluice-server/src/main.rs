@@ -14,6 +14,7 @@ use sluice_server::clock::SystemClock;
 use sluice_server::config_watch::ConfigWatch;
 use sluice_server::server;
 use sluice_server::server::activation::{self, Inherited};
+use sluice_server::server::tls::ListenerTls;
 use sluice_server::service::stores::Stores;
 use sluice_server::service::{self, Compiled};
 use sluice_server::telemetry::{self, Telemetry};
@@ -228,6 +229,15 @@ async fn run(
     let budget = server::fd_limit::raise_and_cap(listen.connections.max_connections);
     let (mut listeners, described) = server::bind::listeners(&listen, inherited).await?;
     listeners.connections.max_connections = budget.max_connections;
+    if let Some(tls) = &listen.tls {
+        let errors = app.limiter.metrics().tls_handshake_errors.clone();
+        let handshake_timeout = listen.connections.header_timeout;
+        listeners.tls = Some(
+            ListenerTls::new(tls.files.clone(), handshake_timeout, errors).context("listen.tls")?,
+        );
+        listeners.metrics_tls = tls.metrics;
+    }
+    let listener_tls = listeners.tls.clone();
 
     let mut terminate = signal(SignalKind::terminate()).context("cannot handle SIGTERM")?;
     let mut interrupt = signal(SignalKind::interrupt()).context("cannot handle SIGINT")?;
@@ -270,8 +280,13 @@ async fn run(
     let mut watch = ConfigWatch::for_source(&source);
     // The YAML of `rls.envoy_config` as loaded at start, reloaded like the file when it
     // changes (a new path set by a reload is read on every reload, watched from the next start).
-    let mut yaml_watch = match app.rls.load().envoy.path() {
+    let mut yaml_watch = match app.limiter.snapshot().rls.envoy.path() {
         Some(path) => ConfigWatch::files(&[path.to_path_buf()], "envoyproxy/ratelimit YAML"),
+        None => ConfigWatch::for_source(&ConfigSource::Builtin),
+    };
+    // The certificate files of the listeners, read again when they change (a rotation).
+    let mut tls_watch = match &listener_tls {
+        Some(tls) => ConfigWatch::files(&tls.paths(), "listen.tls files"),
         None => ConfigWatch::for_source(&ConfigSource::Builtin),
     };
     let shutdown_timeout = listen.shutdown_timeout;
@@ -281,12 +296,25 @@ async fn run(
                 _ = terminate.recv() => break,
                 _ = interrupt.recv() => break,
                 _ = hangup.recv() => {
-                    reload_app.reload(&source);
+                    reload_app.reload(&source).await;
                     watch.reloaded();
                     yaml_watch.reloaded();
+                    // A rotated client certificate or CA of [backend.tls].
+                    if let Some(files) = reload_app.limiter.store().capabilities().tls {
+                        files.reload_tls();
+                    }
+                    if let Some(tls) = &listener_tls {
+                        tls.reload_logged();
+                        tls_watch.reloaded();
+                    }
                 }
-                () = watch.changed() => reload_app.reload(&source),
-                () = yaml_watch.changed() => reload_app.reload(&source),
+                () = watch.changed() => reload_app.reload(&source).await,
+                () = yaml_watch.changed() => reload_app.reload(&source).await,
+                () = tls_watch.changed() => {
+                    if let Some(tls) = &listener_tls {
+                        tls.reload_logged();
+                    }
+                }
             }
         }
         activation::notify_stopping();

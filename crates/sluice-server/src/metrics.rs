@@ -111,6 +111,14 @@ pub struct ListenerLabels {
     pub listener: &'static str,
 }
 
+/// `rate_limit_tls_handshake_errors_total`: the TCP listener and why the handshake failed
+/// (`sluice_tls::Reason::label`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct TlsLabels {
+    pub listener: &'static str,
+    pub reason: &'static str,
+}
+
 /// Histograms are [`StripedHistogram`]s: the check path observes two per check from every
 /// worker thread, which prometheus-client's mutex-guarded `Histogram` serialised.
 type HistogramFamily<L> = Family<L, StripedHistogram, fn() -> StripedHistogram>;
@@ -166,6 +174,8 @@ pub struct Metrics {
     registry: Registry,
     /// Shared with the connection gate, which counts into it.
     pub connections_refused: Family<ListenerLabels, Counter>,
+    /// Shared with the listeners' TLS, which counts into it.
+    pub tls_handshake_errors: Family<TlsLabels, Counter>,
     requests: Family<RequestLabels, Counter>,
     candidate_decisions: Family<CandidateLabels, Counter>,
     redis_duration: HistogramFamily<BackendOpLabels>,
@@ -310,11 +320,18 @@ impl Metrics {
             "Connections answered overloaded and closed at listen.max_connections, by listener",
             Described(connections_refused.clone()),
         );
+        let tls_handshake_errors = Family::<TlsLabels, Counter>::default();
+        registry.register(
+            "rate_limit_tls_handshake_errors",
+            "Failed TLS handshakes on the TCP listeners, by listener and reason",
+            Described(tls_handshake_errors.clone()),
+        );
         let lease = LeaseMetrics::register(&mut registry);
         Metrics {
             lease,
             registry,
             connections_refused,
+            tls_handshake_errors,
             requests,
             candidate_decisions,
             redis_duration,
@@ -527,10 +544,11 @@ impl Metrics {
         store: &dyn Store,
         policies: impl IntoIterator<Item = &'a Arc<str>>,
     ) {
-        if let Some(keys) = store.tracked_keys() {
-            self.set_keys(store.kind().as_str(), keys);
-        }
-        let evicted = store.evicted_keys();
+        let Some(keys) = store.capabilities().keys else {
+            return;
+        };
+        self.set_keys(store.kind().as_str(), keys.tracked());
+        let evicted = keys.evicted();
         if evicted.is_empty() {
             return;
         }

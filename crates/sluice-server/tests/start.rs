@@ -12,113 +12,15 @@
 
 mod common;
 
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use http::Method;
 use sluice_client::Client;
 use sluice_testkit::{RedisCluster, RedisServer};
 
-use common::{BIN, exit_within, signal, wait_for_socket};
+use common::daemon::{Daemon, Tally, readyz, twelve_checks};
 
 /// Starts per backend: enough that a race of the start shows (it did in 5 of 8 before).
 const STARTS: usize = 30;
-
-/// A `sluiced` process on a config of its own, its stderr kept in a file; stopped when dropped.
-struct Daemon {
-    child: Child,
-    socket: PathBuf,
-    log: PathBuf,
-    _dir: tempfile::TempDir,
-}
-
-impl Daemon {
-    /// Starts sluiced with `backend` (the `[backend]` table's lines) and one fixed-window
-    /// policy `p` of 10 per hour failing `fail`, and waits until its socket accepts.
-    fn start(backend: &str, fail: &str) -> Daemon {
-        let dir = tempfile::tempdir().unwrap();
-        let socket = dir.path().join("d.sock");
-        let config = dir.path().join("sluice.toml");
-        let log = dir.path().join("stderr.log");
-        let text = format!(
-            "[listen]\nunix = {:?}\nhttp = \"\"\n\n[backend]\n{backend}\n\n\
-             [policies.p]\nalgorithm = \"fixed_window\"\nlimit = 10\nwindow = \"1h\"\n\
-             fail = \"{fail}\"\n",
-            socket.display().to_string(),
-        );
-        std::fs::write(&config, text).unwrap();
-        let child = Command::new(BIN)
-            .arg("--config")
-            .arg(&config)
-            .env("RUST_LOG", "info")
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .unwrap();
-        wait_for_socket(&socket);
-        Daemon {
-            child,
-            socket,
-            log,
-            _dir: dir,
-        }
-    }
-
-    fn client(&self) -> Client {
-        Client::unix(&self.socket).with_timeout(Duration::from_secs(5))
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        if matches!(self.child.try_wait(), Ok(None)) {
-            signal(&self.child, "TERM");
-            exit_within(&mut self.child, Duration::from_secs(15));
-        }
-    }
-}
-
-/// What twelve checks of `key` were answered.
-#[derive(Debug, Default, PartialEq, Eq)]
-struct Tally {
-    admitted: usize,
-    denied: usize,
-    degraded: usize,
-    unavailable: usize,
-}
-
-async fn twelve_checks(client: &Client, key: &str) -> Tally {
-    let mut tally = Tally::default();
-    let body = format!("{{\"policy\":\"p\",\"key\":\"{key}\"}}");
-    for _ in 0..12 {
-        let raw = client
-            .send(Method::POST, "/v1/check", &[], body.clone())
-            .await
-            .unwrap();
-        let json: serde_json::Value = serde_json::from_slice(&raw.body).unwrap();
-        match raw.status {
-            200 if json["degraded"] == true => tally.degraded += 1,
-            200 => tally.admitted += 1,
-            429 => tally.denied += 1,
-            503 => tally.unavailable += 1,
-            other => panic!("unexpected status {other}: {json}"),
-        }
-    }
-    tally
-}
-
-async fn readyz(client: &Client) -> u16 {
-    client
-        .send(Method::GET, "/readyz", &[], "")
-        .await
-        .unwrap()
-        .status
-}
 
 /// `STARTS` fresh daemons on `backend`, each exact from its first check.
 async fn every_start_is_exact(backend: &str, name: &str) {

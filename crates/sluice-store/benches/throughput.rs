@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use sluice_core::{Algorithm, Params};
+use sluice_store::StoreExt;
 use sluice_store::{
     Check, ClusterStore, ClusterStoreConfig, MemoryStore, RedisStore, RedisStoreConfig, Store,
 };
@@ -46,12 +47,7 @@ async fn run(name: &str, store: Arc<dyn Store>, algorithm: Algorithm, seconds: u
                     .wrapping_mul(6364136223846793005)
                     .wrapping_add(1442695040888963407);
                 let key = format!("user:{}", (i >> 33) % KEYS);
-                let check = Check {
-                    policy: "bench",
-                    key: &key,
-                    params,
-                    cost: 1,
-                };
+                let check = Check::new("bench", &key, params, 1);
                 // The memory store never yields by itself; let the timer run.
                 tokio::task::yield_now().await;
                 match store.check(&check, now_ms()).await {

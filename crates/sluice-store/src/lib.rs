@@ -30,7 +30,7 @@
 //! fresh again plus the store's [`expiry_grace`], so a check that queued past an edge still
 //! finds the state it was stamped against. A batch is one script when its keys share a slot (always on a
 //! single server) and consume-then-refund across slots on a cluster. A candidate limit judged
-//! beside a check ([`Store::check_with_candidate`]) rides in the check's own call, its keys
+//! beside a check ([`Check::candidate`]) rides in the check's own call, its keys
 //! `cand:<suffix>` under the limit's hash tag; on memory both are decided under one lock.
 //!
 //! A check whose cost exceeds its policy's capacity is refused once on each path: by the
@@ -48,6 +48,7 @@ mod memory;
 mod redis;
 mod settings;
 mod store;
+mod tls;
 
 // The backends' configurations are sluice-config's (the config compile checks them without
 // a Redis client); the stores are built from them.
@@ -60,11 +61,14 @@ pub use redis::replicated::{
 };
 pub use redis::{Cluster, ClusterStore, RedisStore, ScriptStore, Single, keys, replicated};
 pub use settings::{
-    CandidateOverride, LimitOverride, Setting, SettingKind, Settings, StoredSetting,
+    CandidateOverride, LimitOverride, Setting, SettingKey, SettingKind, Settings, StoredSetting,
 };
 pub use sluice_config::backend::{
     CLOCK_MARGIN, ClusterStoreConfig, DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_IN_FLIGHT,
-    DEFAULT_TIMEOUT, MemoryStoreConfig, RedisStoreConfig, StoreConfigError as ConfigError,
-    expiry_grace, redact_url,
+    DEFAULT_TIMEOUT, MemoryStoreConfig, RedisStoreConfig, RedisTls,
+    StoreConfigError as ConfigError, expiry_grace, redact_url,
 };
-pub use store::{BatchObserver, Check, OverrideStore, Store, StoreKind, candidate_policy};
+pub use store::{
+    BatchObserver, Capabilities, Check, Decided, GroupCommit, KeyTable, OverrideStore, Store,
+    StoreExt, StoreKind, TlsFiles, Unspent, candidate_policy,
+};

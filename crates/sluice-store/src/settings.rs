@@ -27,6 +27,14 @@ impl SettingKind {
     }
 }
 
+/// Which setting: its kind, policy and tier (what a backend deletes by).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SettingKey<'a> {
+    pub kind: SettingKind,
+    pub policy: &'a str,
+    pub tier: &'a str,
+}
+
 /// One setting as a backend keeps it: the fields of its record, as text.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct StoredSetting {
@@ -91,23 +99,17 @@ impl Setting for LimitOverride {
     const KIND: SettingKind = SettingKind::Limit;
 
     fn stored(&self) -> StoredSetting {
-        record(
-            Self::KIND,
-            &self.policy,
-            &self.tier,
-            [
-                ("limit", Some(self.limit.to_string())),
-                ("burst", self.burst.map(|b| b.to_string())),
-            ],
-        )
+        let (policy, tier) = (&self.policy, &self.tier);
+        record(Self::KIND, (policy, tier), (self.limit, self.burst), [])
     }
 
     fn from_stored(stored: &StoredSetting) -> Option<Self> {
+        let (limit, burst) = limit_and_burst(stored)?;
         Some(LimitOverride {
             policy: stored.policy.clone(),
             tier: stored.tier.clone(),
-            limit: number(stored, "limit")??,
-            burst: number(stored, "burst")?,
+            limit,
+            burst,
         })
     }
 }
@@ -116,47 +118,54 @@ impl Setting for CandidateOverride {
     const KIND: SettingKind = SettingKind::Candidate;
 
     fn stored(&self) -> StoredSetting {
-        record(
-            Self::KIND,
-            &self.policy,
-            &self.tier,
-            [
-                ("limit", Some(self.limit.to_string())),
-                ("burst", self.burst.map(|b| b.to_string())),
-                ("window", self.window.clone()),
-                ("algorithm", self.algorithm.clone()),
-            ],
-        )
+        let (policy, tier) = (&self.policy, &self.tier);
+        let rest = [
+            ("window", self.window.clone()),
+            ("algorithm", self.algorithm.clone()),
+        ];
+        record(Self::KIND, (policy, tier), (self.limit, self.burst), rest)
     }
 
     fn from_stored(stored: &StoredSetting) -> Option<Self> {
+        let (limit, burst) = limit_and_burst(stored)?;
         Some(CandidateOverride {
             policy: stored.policy.clone(),
             tier: stored.tier.clone(),
-            limit: number(stored, "limit")??,
-            burst: number(stored, "burst")?,
+            limit,
+            burst,
             window: stored.fields.get("window").cloned(),
             algorithm: stored.fields.get("algorithm").cloned(),
         })
     }
 }
 
-/// The record of a setting: the fields that are set.
+/// The record of a setting of (policy, tier): its limit and burst, and the `rest` of its
+/// fields that are set.
 fn record<const N: usize>(
     kind: SettingKind,
-    policy: &str,
-    tier: &str,
-    fields: [(&str, Option<String>); N],
+    (policy, tier): (&str, &str),
+    (limit, burst): (u64, Option<u64>),
+    rest: [(&str, Option<String>); N],
 ) -> StoredSetting {
+    let limits = [
+        ("limit", Some(limit.to_string())),
+        ("burst", burst.map(|b| b.to_string())),
+    ];
     StoredSetting {
         kind,
         policy: policy.to_owned(),
         tier: tier.to_owned(),
-        fields: fields
+        fields: limits
             .into_iter()
+            .chain(rest)
             .filter_map(|(name, value)| Some((name.to_owned(), value?)))
             .collect(),
     }
+}
+
+/// The limit (required) and burst of a record; `None` when either is unreadable.
+fn limit_and_burst(stored: &StoredSetting) -> Option<(u64, Option<u64>)> {
+    Some((number(stored, "limit")??, number(stored, "burst")?))
 }
 
 /// Field `name` as a number: `Some(None)` when absent, `None` when unreadable.

@@ -3,23 +3,73 @@
 //! candidate limits).
 
 use async_trait::async_trait;
-use sluice_core::{Counting, Decision, Params, candidate_cost, candidate_decision};
+use sluice_core::{Counting, Decision, Params, candidate_cost};
 
-use crate::StoreError;
+use crate::error::StoreError;
 use crate::settings::{
-    CandidateOverride, LimitOverride, Setting, SettingKind, Settings, StoredSetting, typed,
+    CandidateOverride, LimitOverride, Setting, SettingKey, SettingKind, Settings, StoredSetting,
+    typed,
 };
 
-/// One check handed to a store: `cost` for `key` under `policy`, decided with `params`.
+/// One check handed to a store: `cost` for `key` under `policy`, decided with `params`, and
+/// the candidate limit judged beside it, if any.
 ///
 /// The state of a limit is identified by `(policy, key)`: a caller's tier changes its
-/// parameters, not its counters.
+/// parameters, not its counters. Everything a store needs to know about a check is data here
+/// (a new kind of check is a new field, never a new [`Store`] method); build one with
+/// [`Check::new`] so a new field keeps its default.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Check<'a> {
     pub policy: &'a str,
     pub key: &'a str,
     pub params: Params,
     pub cost: u64,
+    /// A candidate limit judged beside the check: the same policy and key under these
+    /// parameters, on a state of its own, consumed when the candidate alone would allow,
+    /// whatever the check's answer (which it never changes). A cost beyond the candidate's
+    /// capacity is no error: the candidate would reject it (allowed false, its state
+    /// unchanged, no `retry_after`). The replicated store judges it on this region's backend
+    /// alone (not replicated).
+    pub candidate: Option<Params>,
+}
+
+impl<'a> Check<'a> {
+    /// `cost` for `key` under `policy` with `params`, no candidate.
+    pub fn new(policy: &'a str, key: &'a str, params: Params, cost: u64) -> Self {
+        Check {
+            policy,
+            key,
+            params,
+            cost,
+            candidate: None,
+        }
+    }
+
+    /// This check with `candidate` judged beside it.
+    pub fn judged_by(self, candidate: Params) -> Self {
+        Check {
+            candidate: Some(candidate),
+            ..self
+        }
+    }
+}
+
+/// What a store answers for one check: its decision, and the candidate's when the check
+/// carried one ([`Check::candidate`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Decided {
+    pub decision: Decision,
+    pub candidate: Option<Decision>,
+}
+
+impl Decided {
+    /// `decision`, and `candidate`'s when judged.
+    pub fn of(decision: Decision, candidate: Option<Decision>) -> Self {
+        Decided {
+            decision,
+            candidate,
+        }
+    }
 }
 
 /// The name a candidate limit's state of `policy` is kept under by the stores that keep it as
@@ -32,20 +82,20 @@ pub fn candidate_policy(policy: &str) -> String {
     name
 }
 
-/// The check a candidate is judged with, where it is kept as a policy of its own (the default
-/// methods, memory): `check`'s key and cost (see [`candidate_cost`]) under `candidate`, on the
+/// The check a candidate is judged with, where it is kept as a policy of its own (memory):
+/// `check`'s key and cost (see [`candidate_cost`]) under `candidate`, on the
 /// state named `policy` ([`candidate_policy`]).
 pub(crate) fn candidate_check<'a>(
     check: &Check<'a>,
     policy: &'a str,
     candidate: &Params,
 ) -> Check<'a> {
-    Check {
+    Check::new(
         policy,
-        params: *candidate,
-        cost: candidate_cost(check.cost, candidate),
-        key: check.key,
-    }
+        check.key,
+        *candidate,
+        candidate_cost(check.cost, candidate),
+    )
 }
 
 /// Whether `decision` of `check` makes its all-or-nothing batch consume nothing: a denial,
@@ -89,155 +139,199 @@ impl std::fmt::Display for StoreKind {
 }
 
 /// Where rate-limit state lives. Object safe: the daemon holds an `Arc<dyn Store>`.
+///
+/// Narrow on purpose: one way to decide checks ([`Store::decide`], and [`Store::decide_now`]
+/// for a store that never waits), and no method with a default body, so a store that wraps
+/// another (the daemon's health watch, the replicated store) says what it does with each
+/// call and cannot silently take a default. What only some stores have is reached through
+/// [`Store::capabilities`]; the convenience forms tests and tools call (one check, a batch,
+/// a check with a candidate) are written once over `decide` in [`StoreExt`].
 #[async_trait]
 pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// Which backend this is (its metric label, and what the daemon may expect of it).
     fn kind(&self) -> StoreKind;
 
-    /// Decides one check at `now_ms` (unix ms), consuming when allowed.
-    async fn check(&self, check: &Check<'_>, now_ms: u64) -> Result<Decision, StoreError>;
+    /// What this store offers besides checks: whether it bounds its own calls, its key table
+    /// (memory), its group commit (Redis).
+    fn capabilities(&self) -> Capabilities<'_>;
 
-    /// Decides `check` at once when this store never waits (memory), else `None` and the
-    /// caller awaits [`Store::check`]. Spares the hot path of such a store the boxed future
-    /// and the timeout of an async call.
-    fn check_now(&self, _check: &Check<'_>, _now_ms: u64) -> Option<Result<Decision, StoreError>> {
-        None
+    /// Decides `checks` at `now_ms` (unix ms), each with its candidate if it carries one, and
+    /// answers one [`Decided`] per check, in order.
+    ///
+    /// One check is decided alone, consumed when allowed. Several are all-or-nothing:
+    /// consumed for all only if every one is allowed; when any is denied nothing of their
+    /// limits is consumed, each result still says whether that check alone would pass, and
+    /// `remaining` and `reset` describe the state left unchanged (`delay_ms` 0). Candidates
+    /// are judged each on its own whatever the batch's answer. The Redis stores send a check
+    /// and its candidate in one script call (a lone check may share a group call with others
+    /// queued behind a call in flight: group commit), a batch in one call per slot.
+    async fn decide(&self, checks: &[Check<'_>], now_ms: u64) -> Result<Vec<Decided>, StoreError>;
+
+    /// Decides one check at once when this store never waits (memory), else `None` and the
+    /// caller awaits [`Store::decide`]. Spares the hot path of such a store the boxed future,
+    /// the answer's vector and the timeout of an async call.
+    fn decide_now(&self, check: &Check<'_>, now_ms: u64) -> Option<Result<Decided, StoreError>>;
+
+    /// Whether the backend answers (`/readyz`).
+    async fn ping(&self) -> Result<(), StoreError>;
+
+    /// Gives back what a daemon's lease took and did not spend ([`Unspent`]), if the key is
+    /// still in the window it was taken in. A store that leases nothing answers `Ok` and does
+    /// nothing.
+    async fn give_back(&self, unspent: &Unspent<'_>, now_ms: u64) -> Result<(), StoreError>;
+}
+
+/// Units a daemon's lease took and did not spend: `check.cost` units of `check`'s
+/// fixed_window state, consumed in the window `token` (its index).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Unspent<'a> {
+    pub check: Check<'a>,
+    pub token: u64,
+}
+
+/// What a store offers besides checks ([`Store::capabilities`]): plain data and borrowed
+/// capability traits, so a wrapper states what it passes on.
+#[derive(Clone, Copy, Default)]
+pub struct Capabilities<'a> {
+    /// The store bounds each of its calls by its own timeout (the Redis stores do, in-flight
+    /// bound and queueing included), so a caller adds no second timer per check.
+    pub bounds_its_calls: bool,
+    /// The store's own table of keys (memory): counted, evicted and housekept.
+    pub keys: Option<&'a dyn KeyTable>,
+    /// The store groups checks into script calls (Redis): who hears of each call.
+    pub groups: Option<&'a dyn GroupCommit>,
+    /// The store's client reads TLS files (a Redis backend with `[backend.tls]`): read them
+    /// again on SIGHUP.
+    pub tls: Option<&'a dyn TlsFiles>,
+}
+
+impl std::fmt::Debug for Capabilities<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Capabilities")
+            .field("bounds_its_calls", &self.bounds_its_calls)
+            .field("keys", &self.keys.is_some())
+            .field("groups", &self.groups.is_some())
+            .field("tls", &self.tls.is_some())
+            .finish()
+    }
+}
+
+/// A store whose client reads TLS files (a client certificate, a CA bundle).
+pub trait TlsFiles {
+    /// Reads the files again (a rotated client certificate, a new CA bundle): the next
+    /// connections use them, calls in flight finish on the old ones.
+    fn reload_tls(&self);
+}
+
+/// A store that keeps its keys itself (memory): how many, which were forgotten early, and
+/// the periodic upkeep that forgets the expired ones.
+pub trait KeyTable: Send + Sync {
+    /// Keys currently tracked.
+    fn tracked(&self) -> u64;
+
+    /// Keys forgotten to stay within a bound before their state was fresh again, by policy,
+    /// since the store started (`backend.max_keys`).
+    fn evicted(&self) -> Vec<(String, u64)>;
+
+    /// Periodic upkeep at `now_ms`: forgets expired keys. Called by the daemon.
+    fn housekeep(&self, now_ms: u64);
+}
+
+/// A store that sends checks to Redis as script calls, grouping those that queue behind a
+/// call in flight (group commit).
+pub trait GroupCommit: Send + Sync {
+    /// Sets who hears how many checks each script call carried.
+    fn set_observer(&self, observer: std::sync::Arc<dyn BatchObserver>);
+}
+
+/// The convenience forms of [`Store::decide`], written once for every store (a store cannot
+/// override them, so every path of a wrapper goes through its `decide`).
+#[async_trait]
+pub trait StoreExt: Store {
+    /// Decides one check (its candidate, if it carries one, is judged and dropped).
+    async fn check(&self, check: &Check<'_>, now_ms: u64) -> Result<Decision, StoreError> {
+        Ok(self.decide_one(check, now_ms).await?.decision)
     }
 
-    /// Whether this store bounds each of its check calls by its own timeout (the Redis stores
-    /// do, in-flight bound and queueing included), so a caller adds no second timer per check.
-    fn bounds_its_calls(&self) -> bool {
-        false
+    /// Decides one check and answers its decision and its candidate's.
+    async fn decide_one(&self, check: &Check<'_>, now_ms: u64) -> Result<Decided, StoreError> {
+        if let Some(decided) = self.decide_now(check, now_ms) {
+            return decided;
+        }
+        self.decide(std::slice::from_ref(check), now_ms)
+            .await?
+            .pop()
+            .ok_or_else(|| StoreError::Backend("the store answered no decision".into()))
     }
 
-    /// Decides every check; consumes for all of them only if every one is allowed.
-    ///
-    /// When any is denied nothing is consumed: each result still says whether that check
-    /// alone would pass, and `remaining` describes the state left unchanged.
-    async fn check_all(
-        &self,
-        checks: &[Check<'_>],
-        now_ms: u64,
-    ) -> Result<Vec<Decision>, StoreError>;
-
-    /// Decides `check` as [`Store::check`] does and, beside it, `candidate`: the same policy
-    /// and key under the candidate limit's parameters, on a state of its own, consumed when
-    /// the candidate alone would allow, whatever `check`'s answer. Answers `check`'s decision
-    /// (exactly what [`Store::check`] would have answered: the candidate never changes it) and
-    /// the candidate's. A cost beyond the candidate's capacity is no error: the candidate
-    /// would reject it (allowed false, its state unchanged, no `retry_after`).
-    ///
-    /// The default decides the candidate by a second call, on the state of
-    /// [`candidate_policy`]`(policy)`; the memory store decides both under one lock, the
-    /// Redis stores in one script call (one round trip per check or group, with or without a
-    /// candidate), the candidate's keys under the limit's hash tag. The replicated store
-    /// decides the candidate on this region's backend alone (not replicated).
+    /// Decides `check` with `candidate` judged beside it: its decision and the candidate's.
     async fn check_with_candidate(
         &self,
         check: &Check<'_>,
         candidate: &Params,
         now_ms: u64,
     ) -> Result<(Decision, Decision), StoreError> {
-        let decision = self.check(check, now_ms).await?;
-        let policy = candidate_policy(check.policy);
-        let judged = candidate_check(check, &policy, candidate);
-        let answered = self.check(&judged, now_ms).await?;
-        Ok((
-            decision,
-            candidate_decision(check.cost, candidate, answered),
-        ))
+        let decided = self
+            .decide_one(&check.judged_by(*candidate), now_ms)
+            .await?;
+        match decided.candidate {
+            Some(judged) => Ok((decided.decision, judged)),
+            None => Err(StoreError::Backend("a candidate was not decided".into())),
+        }
     }
 
-    /// [`Store::check_with_candidate`] at once, for the stores [`Store::check_now`] serves;
-    /// `None` for the others.
-    fn check_with_candidate_now(
+    /// Decides `checks` all-or-nothing (see [`Store::decide`]); their decisions alone.
+    async fn check_all(
         &self,
-        check: &Check<'_>,
-        candidate: &Params,
+        checks: &[Check<'_>],
         now_ms: u64,
-    ) -> Option<Result<(Decision, Decision), StoreError>> {
-        let decision = match self.check_now(check, now_ms)? {
-            Ok(decision) => decision,
-            Err(e) => return Some(Err(e)),
-        };
-        let policy = candidate_policy(check.policy);
-        let judged = candidate_check(check, &policy, candidate);
-        Some(self.check_now(&judged, now_ms)?.map(|answered| {
-            (
-                decision,
-                candidate_decision(check.cost, candidate, answered),
-            )
-        }))
+    ) -> Result<Vec<Decision>, StoreError> {
+        if checks.is_empty() {
+            return Ok(Vec::new());
+        }
+        let decided = self.decide(checks, now_ms).await?;
+        Ok(decided.into_iter().map(|d| d.decision).collect())
     }
 
-    /// [`Store::check_all`] with candidates: `candidates[i]` (when set) is judged beside
-    /// `checks[i]` on its own, consumed when it alone would allow, whatever the batch's
-    /// answer (a denied batch consumes nothing of its limits, but its candidates judge each
-    /// check as if alone). The checks' decisions are exactly what [`Store::check_all`] would
-    /// answer. The default makes one more call per candidate; the Redis stores carry the
-    /// candidates in the batch's own call (on a cluster, in the call of their check's slot).
+    /// [`StoreExt::check_all`] with `candidates[i]` (when set) judged beside `checks[i]`.
     async fn check_all_with_candidates(
         &self,
         checks: &[Check<'_>],
         candidates: &[Option<Params>],
         now_ms: u64,
     ) -> Result<Vec<(Decision, Option<Decision>)>, StoreError> {
-        let decisions = self.check_all(checks, now_ms).await?;
-        let mut out = Vec::with_capacity(decisions.len());
-        for ((decision, check), candidate) in decisions
-            .into_iter()
-            .zip(checks)
-            .zip(candidates.iter().copied().chain(std::iter::repeat(None)))
-        {
-            let judged = match candidate {
-                Some(params) => {
-                    let policy = candidate_policy(check.policy);
-                    let judged = candidate_check(check, &policy, &params);
-                    let answered = self.check(&judged, now_ms).await?;
-                    Some(candidate_decision(check.cost, &params, answered))
-                }
-                None => None,
-            };
-            out.push((decision, judged));
+        if checks.is_empty() {
+            return Ok(Vec::new());
         }
-        Ok(out)
+        let judged: Vec<Check<'_>> = checks
+            .iter()
+            .zip(candidates.iter().chain(std::iter::repeat(&None)))
+            .map(|(check, candidate)| Check {
+                candidate: *candidate,
+                ..*check
+            })
+            .collect();
+        let decided = self.decide(&judged, now_ms).await?;
+        Ok(decided
+            .into_iter()
+            .map(|d| (d.decision, d.candidate))
+            .collect())
     }
 
-    /// Whether the backend answers (`/readyz`).
-    async fn ping(&self) -> Result<(), StoreError> {
-        Ok(())
-    }
-
-    /// Keys currently tracked, where the backend can tell cheaply (memory only).
-    fn tracked_keys(&self) -> Option<u64> {
-        None
-    }
-
-    /// Sets who hears how many checks each script call to Redis carried (group commit); the
-    /// stores that make no such calls ignore it.
-    fn set_batch_observer(&self, _observer: std::sync::Arc<dyn BatchObserver>) {}
-
-    /// Keys forgotten to stay within a bound before their state was fresh again, by policy,
-    /// since the store started (memory only: `backend.max_keys`).
-    fn evicted_keys(&self) -> Vec<(String, u64)> {
-        Vec::new()
-    }
-
-    /// Periodic upkeep at `now_ms`, such as forgetting expired keys. Called by the daemon.
-    fn housekeep(&self, _now_ms: u64) {}
-
-    /// Gives back `check.cost` units a fixed_window check consumed in the window `token`
-    /// (its index), if the key is still in that window: a daemon's unspent lease returned.
-    /// Stores that lease nothing ignore it.
-    async fn give_back(
-        &self,
-        _check: &Check<'_>,
-        _token: u64,
-        _now_ms: u64,
-    ) -> Result<(), StoreError> {
-        Ok(())
+    /// Sets who hears of each script call, on a store that groups checks into script calls
+    /// (Redis); whether it does.
+    fn set_batch_observer(&self, observer: std::sync::Arc<dyn BatchObserver>) -> bool {
+        match self.capabilities().groups {
+            Some(groups) => {
+                groups.set_observer(observer);
+                true
+            }
+            None => false,
+        }
     }
 }
+
+impl<S: Store + ?Sized> StoreExt for S {}
 
 /// What a Redis store reports about its script calls, for the daemon's metrics (the store
 /// holds no observability code of its own).
@@ -264,14 +358,8 @@ pub trait OverrideStore: Send + Sync + std::fmt::Debug + 'static {
     /// Stores `setting`, replacing the one of its kind, policy and tier, and bumps the version.
     async fn put_setting(&self, setting: &StoredSetting) -> Result<(), StoreError>;
 
-    /// Removes the setting of `kind` of (policy, tier); whether there was one. Bumps the
-    /// version.
-    async fn delete_setting(
-        &self,
-        kind: SettingKind,
-        policy: &str,
-        tier: &str,
-    ) -> Result<bool, StoreError>;
+    /// Removes the setting `key` names; whether there was one. Bumps the version.
+    async fn delete_setting(&self, key: SettingKey<'_>) -> Result<bool, StoreError>;
 
     /// Every stored setting of `kind`, in no particular order.
     async fn list_settings(&self, kind: SettingKind) -> Result<Vec<StoredSetting>, StoreError>;
@@ -287,7 +375,8 @@ pub trait OverrideStore: Send + Sync + std::fmt::Debug + 'static {
 
     /// Removes the override of (policy, tier); whether there was one. Bumps the version.
     async fn delete(&self, policy: &str, tier: &str) -> Result<bool, StoreError> {
-        self.delete_setting(SettingKind::Limit, policy, tier).await
+        let kind = SettingKind::Limit;
+        self.delete_setting(SettingKey { kind, policy, tier }).await
     }
 
     /// The version the settings are at and every stored override, sorted.
@@ -306,8 +395,8 @@ pub trait OverrideStore: Send + Sync + std::fmt::Debug + 'static {
     /// Removes the run-time candidate of (policy, tier); whether there was one. Bumps the
     /// version.
     async fn delete_candidate(&self, policy: &str, tier: &str) -> Result<bool, StoreError> {
-        self.delete_setting(SettingKind::Candidate, policy, tier)
-            .await
+        let kind = SettingKind::Candidate;
+        self.delete_setting(SettingKey { kind, policy, tier }).await
     }
 
     /// Every setting of both kinds and the version they were read at. The version is read

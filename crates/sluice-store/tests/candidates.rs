@@ -17,6 +17,7 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use sluice_core::conformance::{Case, cases, generated_cases};
 use sluice_core::{Algorithm, Decision, Params, State};
+use sluice_store::StoreExt;
 use sluice_store::keys::{candidate_keys, limit_keys};
 use sluice_store::{
     Check, MemoryStore, RedisStore, ReplicatedStore, ReplicatedStoreConfig, Replication,
@@ -33,12 +34,7 @@ fn params(algorithm: Algorithm, limit: u64, window_ms: u64, burst: u64) -> Param
 }
 
 fn check<'a>(policy: &'a str, key: &'a str, params: Params, cost: u64) -> Check<'a> {
-    Check {
-        policy,
-        key,
-        params,
-        cost,
-    }
+    Check::new(policy, key, params, cost)
 }
 
 /// The limit in force while a conformance case is replayed as the candidate: another
@@ -299,12 +295,7 @@ async fn concurrent_candidates_allow_exactly_their_limit() {
                 let (store, counts) = (Arc::clone(&store), Arc::clone(&counts));
                 tasks.push(tokio::spawn(async move {
                     for _ in 0..PER_TASK {
-                        let check = Check {
-                            policy: "candconc",
-                            key,
-                            params: limit,
-                            cost: 1,
-                        };
+                        let check = Check::new("candconc", key, limit, 1);
                         let (decision, judged) = store
                             .check_with_candidate(&check, &candidate, now)
                             .await
@@ -358,12 +349,7 @@ async fn candidates_stay_within_their_limit_in_every_window() {
                 let (store, decided_at) = (Arc::clone(&store), Arc::clone(&decided_at));
                 tasks.push(tokio::spawn(async move {
                     while common::now_ms() < end {
-                        let check = Check {
-                            policy: "candtime",
-                            key,
-                            params: limit,
-                            cost: 1,
-                        };
+                        let check = Check::new("candtime", key, limit, 1);
                         let (_, judged) = store
                             .check_with_candidate(&check, &candidate, common::now_ms())
                             .await
@@ -478,12 +464,7 @@ async fn a_candidate_rides_in_its_checks_call() {
     let batch: Vec<Check<'_>> = keys
         .iter()
         .enumerate()
-        .map(|(i, key)| Check {
-            policy: "calls",
-            key,
-            params: params(Algorithm::ALL[i % 6], 9, 60_000, 9),
-            cost: 1,
-        })
+        .map(|(i, key)| Check::new("calls", key, params(Algorithm::ALL[i % 6], 9, 60_000, 9), 1))
         .collect();
     let candidates: Vec<Option<Params>> = (0..10)
         .map(|i| (i % 3 != 0).then(|| params(Algorithm::ALL[(i + 2) % 6], 4, 60_000, 4)))
@@ -548,12 +529,7 @@ async fn batches_judge_their_candidates_each_on_its_own() {
     let batch_of = |checks: &[(usize, usize, u64, bool)]| -> Vec<Check<'static>> {
         checks
             .iter()
-            .map(|&(p, k, cost, _)| Check {
-                policy: policies[p].0,
-                key: keys[k],
-                params: policies[p].1,
-                cost,
-            })
+            .map(|&(p, k, cost, _)| Check::new(policies[p].0, keys[k], policies[p].1, cost))
             .collect()
     };
     // The references: the checks' plain batches on memory; each candidate by the core, on

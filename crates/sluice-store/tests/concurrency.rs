@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use sluice_core::{Algorithm, Params};
 use sluice_store::Check;
+use sluice_store::StoreExt;
 
 const TASKS: usize = 40;
 const PER_TASK: usize = 25; // 1000 checks per key
@@ -34,12 +35,7 @@ async fn concurrent_checks_admit_exactly_the_limit() {
                 let admitted = Arc::clone(&admitted);
                 tasks.push(tokio::spawn(async move {
                     for _ in 0..PER_TASK {
-                        let check = Check {
-                            policy: "conc",
-                            key,
-                            params,
-                            cost: 1,
-                        };
+                        let check = Check::new("conc", key, params, 1);
                         if store.check(&check, now).await.unwrap().allowed {
                             admitted.fetch_add(1, Ordering::Relaxed);
                         }
@@ -97,12 +93,7 @@ async fn many_keys_group_per_master_and_admit_exactly() {
                 tasks.push(tokio::spawn(async move {
                     for i in 0..CHECKS_PER_TASK {
                         let key = (t * 7 + i * 13) % KEYS;
-                        let check = Check {
-                            policy: "many",
-                            key: &keys[key],
-                            params,
-                            cost: 1,
-                        };
+                        let check = Check::new("many", &keys[key], params, 1);
                         if store.check(&check, now).await.unwrap().allowed {
                             admitted[key].fetch_add(1, Ordering::Relaxed);
                         }
@@ -156,30 +147,12 @@ async fn racing_batches_account_exactly() {
             tasks.push(tokio::spawn(async move {
                 for i in 0..PER_TASK {
                     if (t + i) % 3 == 0 {
-                        let check = Check {
-                            policy: "race",
-                            key: "b",
-                            params: b,
-                            cost: 1,
-                        };
+                        let check = Check::new("race", "b", b, 1);
                         if store.check(&check, now).await.unwrap().allowed {
                             singles.fetch_add(1, Ordering::Relaxed);
                         }
                     } else {
-                        let batch = [
-                            Check {
-                                policy: "race",
-                                key: "a",
-                                params: a,
-                                cost: 1,
-                            },
-                            Check {
-                                policy: "race",
-                                key: "b",
-                                params: b,
-                                cost: 2,
-                            },
-                        ];
+                        let batch = [Check::new("race", "a", a, 1), Check::new("race", "b", b, 2)];
                         let decisions = store.check_all(&batch, now).await.unwrap();
                         if decisions.iter().all(|d| d.allowed) {
                             batches.fetch_add(1, Ordering::Relaxed);
@@ -193,12 +166,7 @@ async fn racing_batches_account_exactly() {
         }
         let batches = batches.load(Ordering::Relaxed);
         let singles = singles.load(Ordering::Relaxed);
-        let peek = |key: &'static str, params: Params| Check {
-            policy: "race",
-            key,
-            params,
-            cost: 0,
-        };
+        let peek = |key: &'static str, params: Params| Check::new("race", key, params, 0);
         let left_a = store.check(&peek("a", a), now).await.unwrap().remaining;
         let left_b = store.check(&peek("b", b), now).await.unwrap().remaining;
         assert!(batches <= 150, "{name}: {batches} batches admitted");

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use sluice_core::conformance::{Case, cases, generated_cases};
 use sluice_core::{Algorithm, Counting, Decision, Params};
+use sluice_store::StoreExt;
 use sluice_store::{
     Check, MemoryStore, ReplicatedStore, ReplicatedStoreConfig, Replication, SharedBackend, Store,
 };
@@ -22,12 +23,7 @@ async fn replay(name: &str, store: &dyn Store, all: &[Case], tag: &str) {
     for (n, case) in all.iter().enumerate() {
         let key = format!("{tag}:{n}");
         for (i, step) in case.steps.iter().enumerate() {
-            let check = Check {
-                policy: "conf",
-                key: &key,
-                params: case.params,
-                cost: step.cost,
-            };
+            let check = Check::new("conf", &key, case.params, step.cost);
             let got = store.check(&check, step.at_ms).await.unwrap();
             assert_eq!(
                 got, step.expect,
@@ -169,24 +165,15 @@ async fn batches_match_the_reference_on_every_backend() {
             for (at, checks) in &script {
                 let batch: Vec<Check<'_>> = checks
                     .iter()
-                    .map(|&(p, k, cost)| Check {
-                        policy: policies[p].0,
-                        key: keys[k],
-                        params: policies[p].1,
-                        cost,
-                    })
+                    .map(|&(p, k, cost)| Check::new(policies[p].0, keys[k], policies[p].1, cost))
                     .collect();
                 out.push(store.check_all(&batch, *at).await.unwrap());
                 // A peek at every key after each batch: the state must match too.
                 let peeks: Vec<Check<'_>> = policies
                     .iter()
                     .flat_map(|(name, params)| {
-                        keys.iter().map(move |key| Check {
-                            policy: name,
-                            key,
-                            params: *params,
-                            cost: 0,
-                        })
+                        keys.iter()
+                            .map(move |key| Check::new(name, key, *params, 0))
                     })
                     .collect();
                 let mut peeked = Vec::new();
@@ -297,12 +284,7 @@ async fn replay_sequences(
     for (n, steps) in sequences.iter().enumerate() {
         let key = format!("{policy}{n}");
         for &(params, at, cost) in steps {
-            let check = Check {
-                policy,
-                key: &key,
-                params,
-                cost,
-            };
+            let check = Check::new(policy, &key, params, cost);
             out.push(store.check(&check, at).await.unwrap());
         }
     }

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use sluice_core::{Algorithm, Params};
+use sluice_store::StoreExt;
 use sluice_store::{Check, RedisStore, RedisStoreConfig, Store, StoreError};
 use sluice_testkit::{RedisCluster, RedisServer};
 
@@ -23,12 +24,7 @@ fn params() -> Params {
 }
 
 async fn timed_check(store: &dyn Store, key: &str) -> (Result<(), StoreError>, Duration) {
-    let check = Check {
-        policy: "fail",
-        key,
-        params: params(),
-        cost: 1,
-    };
+    let check = Check::new("fail", key, params(), 1);
     let start = Instant::now();
     let result = store.check(&check, common::now_ms()).await.map(|d| {
         assert!(d.allowed);
@@ -171,12 +167,7 @@ async fn cluster_serves_again_after_a_master_fails_over() {
     println!("cluster: serving slot {slot} again {took:?} after kill -9 of its master");
     assert_ne!(cluster.master_of_slot(slot), master, "a replica took over");
     // The state written before the kill was replicated: 5 (+ the successful check) consumed.
-    let peek = Check {
-        policy: "fail",
-        key,
-        params: params(),
-        cost: 0,
-    };
+    let peek = Check::new("fail", key, params(), 0);
     let left = store
         .check(&peek, common::now_ms())
         .await

@@ -7,6 +7,7 @@
 mod common;
 
 use sluice_core::{Algorithm, Params, State};
+use sluice_store::StoreExt;
 use sluice_store::keys::{candidate_keys, key_slot, limit_keys, slot};
 use sluice_store::{Check, Store};
 use sluice_testkit::info_field;
@@ -24,24 +25,14 @@ async fn hostile_keys_neither_collide_nor_change_slot() {
     for (name, store) in common::all_stores(&servers, "hostile").await {
         // Key i consumes i + 1; every key must then show exactly its own consumption.
         for (i, key) in HOSTILE.iter().enumerate() {
-            let check = Check {
-                policy: "h",
-                key,
-                params,
-                cost: i as u64 + 1,
-            };
+            let check = Check::new("h", key, params, i as u64 + 1);
             assert!(
                 store.check(&check, now).await.unwrap().allowed,
                 "{name} {key}"
             );
         }
         for (i, key) in HOSTILE.iter().enumerate() {
-            let peek = Check {
-                policy: "h",
-                key,
-                params,
-                cost: 0,
-            };
+            let peek = Check::new("h", key, params, 0);
             let left = store.check(&peek, now).await.unwrap().remaining;
             assert_eq!(left, 20 - (i as u64 + 1), "{name}: key {key:?} collided");
         }
@@ -112,12 +103,7 @@ async fn every_key_has_a_ttl_within_its_state_expiry() {
                 let mut now = 0;
                 for i in 0..6 {
                     now = common::now_ms();
-                    let mut check = Check {
-                        policy: "ttl",
-                        key: &key,
-                        params,
-                        cost: 1 + i % 2,
-                    };
+                    let mut check = Check::new("ttl", &key, params, 1 + i % 2);
                     let got = if candidate {
                         check.params = in_force;
                         store
@@ -184,12 +170,7 @@ async fn batches_over_many_slots_work_on_the_cluster() {
         let batch: Vec<Check<'_>> = keys
             .iter()
             .enumerate()
-            .map(|(i, key)| Check {
-                policy: "many",
-                key,
-                params: params(i),
-                cost: 2,
-            })
+            .map(|(i, key)| Check::new("many", key, params(i), 2))
             .collect();
         let first = store.check_all(&batch, now).await.unwrap();
         assert!(
@@ -208,12 +189,7 @@ async fn batches_over_many_slots_work_on_the_cluster() {
             "{name}: {denied:?}"
         );
         for (i, key) in keys.iter().enumerate() {
-            let peek = Check {
-                policy: "many",
-                key,
-                params: params(i),
-                cost: 0,
-            };
+            let peek = Check::new("many", key, params(i), 0);
             assert_eq!(
                 store.check(&peek, now).await.unwrap().remaining,
                 3,
@@ -255,12 +231,12 @@ async fn each_check_is_exactly_one_evalsha() {
         let check = |i: u64| async move {
             let algorithm = Algorithm::ALL[(i % 6) as usize];
             let key = format!("user:{}", i % 17);
-            let c = Check {
-                policy: "stat",
-                key: &key,
-                params: Params::new(algorithm, 1000, 60_000, 1000).unwrap(),
-                cost: 1,
-            };
+            let c = Check::new(
+                "stat",
+                &key,
+                Params::new(algorithm, 1000, 60_000, 1000).unwrap(),
+                1,
+            );
             store.check(&c, common::now_ms()).await.unwrap();
         };
         // Warm up: the first call of each script on each node meets NOSCRIPT and runs it as
@@ -301,11 +277,13 @@ async fn each_check_is_exactly_one_evalsha() {
     let batch: Vec<Check<'_>> = keys
         .iter()
         .enumerate()
-        .map(|(i, key)| Check {
-            policy: "stat",
-            key,
-            params: Params::new(Algorithm::ALL[i % 6], 9, 60_000, 9).unwrap(),
-            cost: 1,
+        .map(|(i, key)| {
+            Check::new(
+                "stat",
+                key,
+                Params::new(Algorithm::ALL[i % 6], 9, 60_000, 9).unwrap(),
+                1,
+            )
         })
         .collect();
     redis.check_all(&batch, common::now_ms()).await.unwrap(); // loads the batch script

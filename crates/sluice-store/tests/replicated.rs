@@ -10,9 +10,10 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use sluice_core::{Algorithm, Params};
+use sluice_store::StoreExt;
 use sluice_store::{
     Check, ClusterStore, ClusterStoreConfig, PeerBackend, RedisStore, RedisStoreConfig,
-    ReplicatedStore, ReplicatedStoreConfig, Replication, SharedBackend, Store, keys,
+    ReplicatedStore, ReplicatedStoreConfig, Replication, SharedBackend, keys,
 };
 use sluice_testkit::{LatencyProxy, Partition, RedisCluster, RedisServer};
 
@@ -60,10 +61,10 @@ fn check(policy: &str, key: &'static str, limit: u64, cost: u64) -> Check<'stati
     } else {
         Algorithm::FixedWindow
     };
-    Check {
-        policy: if policy == "s" { "s" } else { "p" },
+    Check::new(
+        if policy == "s" { "s" } else { "p" },
         key,
-        params: Params {
+        Params {
             algorithm,
             limit,
             window_ms: WINDOW,
@@ -71,7 +72,7 @@ fn check(policy: &str, key: &'static str, limit: u64, cost: u64) -> Check<'stati
             counting: sluice_core::Counting::Admitted,
         },
         cost,
-    }
+    )
 }
 
 async fn admit(store: &ReplicatedStore, c: &Check<'_>, times: usize, now: u64) -> usize {

@@ -18,7 +18,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use sluice_core::{Algorithm, Params};
-use sluice_store::{BatchObserver, Check, ClusterStore, Store, StoreKind};
+use sluice_store::StoreExt;
+use sluice_store::{BatchObserver, Check, ClusterStore, StoreKind};
 use sluice_testkit::RedisCluster;
 
 const POLICY: &str = "reshard";
@@ -95,12 +96,8 @@ fn clients(
                 while !stop.load(Ordering::Relaxed) {
                     let pair = [log[n % log.len()], one[n % one.len()]];
                     n += 1;
-                    let checks = pair.map(|key| Check {
-                        policy: keys[key].0,
-                        key: &keys[key].1,
-                        params: params(keys[key].0),
-                        cost: 1,
-                    });
+                    let checks = pair
+                        .map(|key| Check::new(keys[key].0, &keys[key].1, params(keys[key].0), 1));
                     let (now, candidate) = (common::now_ms(), candidate());
                     let (a, b) = tokio::join!(
                         store.check(&checks[0], now),
@@ -197,12 +194,7 @@ async fn under_load(
             .iter()
             .filter(|a| a.key == key && a.failed.is_some())
             .count() as u64;
-        let peek = Check {
-            policy,
-            key: name,
-            params: params(policy),
-            cost: 0,
-        };
+        let peek = Check::new(policy, name, params(policy), 0);
         let (_, left) = store
             .check_with_candidate(&peek, &candidate(), common::now_ms())
             .await
@@ -339,12 +331,7 @@ async fn pairs_split_by_a_migration_run_each_part_once() {
                 while !stop.load(Ordering::Relaxed) {
                     let key = n % keys.len();
                     n += 1;
-                    let check = Check {
-                        policy: ONE_KEY,
-                        key: &keys[key].1,
-                        params: params(ONE_KEY),
-                        cost: 1,
-                    };
+                    let check = Check::new(ONE_KEY, &keys[key].1, params(ONE_KEY), 1);
                     let at = &counts[key];
                     match store
                         .check_with_candidate(&check, &candidate(), common::now_ms())
@@ -382,12 +369,7 @@ async fn pairs_split_by_a_migration_run_each_part_once() {
     let mut report = Vec::new();
     for (key, (policy, name)) in keys.iter().enumerate() {
         let [admitted, judged, failed] = counts[key].each_ref().map(|c| c.load(Ordering::Relaxed));
-        let peek = Check {
-            policy,
-            key: name,
-            params: params(policy),
-            cost: 0,
-        };
+        let peek = Check::new(policy, name, params(policy), 0);
         let (left, candidate_left) = store
             .check_with_candidate(&peek, &candidate(), common::now_ms())
             .await

@@ -27,6 +27,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use sluice_core::{Algorithm, Params};
+use sluice_store::StoreExt;
 use sluice_store::{Check, MemoryStore, Store};
 
 const WINDOW_MS: u64 = 1000;
@@ -83,6 +84,16 @@ async fn no_algorithm_admits_past_its_bound_across_window_edges_under_load() {
     let redis: Vec<Arc<dyn Store>> = (0..STORES)
         .map(|_| Arc::new(common::redis_store(&servers.redis, "edge", TIMEOUT)) as Arc<dyn Store>)
         .collect();
+    let redis_tls: Vec<Arc<dyn Store>> = (0..STORES)
+        .map(|_| {
+            Arc::new(common::redis_tls_store_with(
+                &servers,
+                "edge",
+                TIMEOUT,
+                Duration::ZERO,
+            )) as Arc<dyn Store>
+        })
+        .collect();
     let mut cluster: Vec<Arc<dyn Store>> = Vec::new();
     for _ in 0..STORES {
         cluster.push(Arc::new(
@@ -91,12 +102,14 @@ async fn no_algorithm_admits_past_its_bound_across_window_edges_under_load() {
     }
 
     let redis_pids = vec![pid_of(servers.redis.port())];
+    let redis_tls_pids = vec![pid_in(&servers.redis_tls.cli(&["INFO", "server"]))];
     let cluster_pids: Vec<String> = servers.cluster.ports().into_iter().map(pid_of).collect();
     // Per backend: its four stores (one for memory: a daemon's own) and the processes to pause.
     type Run = (&'static str, Vec<Arc<dyn Store>>, Vec<String>);
     let runs: Vec<Run> = vec![
         ("memory", vec![memory], Vec::new()),
         ("redis", redis, redis_pids),
+        ("redis-tls", redis_tls, redis_tls_pids),
         ("cluster", cluster, cluster_pids),
     ];
 
@@ -160,12 +173,12 @@ async fn run_load(stores: Vec<Arc<dyn Store>>, pids: Vec<String>) -> Vec<Option<
                 if stamp_ms >= end {
                     return answers;
                 }
-                let check = Check {
-                    policy: "edge",
-                    key: &names[algorithm][key],
-                    params: params(ALGORITHMS[algorithm]),
-                    cost: 1,
-                };
+                let check = Check::new(
+                    "edge",
+                    &names[algorithm][key],
+                    params(ALGORITHMS[algorithm]),
+                    1,
+                );
                 let result = store.check(&check, stamp_ms).await;
                 let answered_ms = common::now_ms();
                 answers.push(result.ok().map(|decision| Answer {
@@ -285,8 +298,12 @@ fn check_invariants(backend: &str, answers: &[Answer]) -> Vec<String> {
 
 /// The process id of the Redis server on `port`.
 fn pid_of(port: u16) -> String {
-    let info = sluice_testkit::cli(port, &["INFO", "server"]);
-    sluice_testkit::info_field(&info, "process_id").expect("INFO server names process_id")
+    pid_in(&sluice_testkit::cli(port, &["INFO", "server"]))
+}
+
+/// The process id an `INFO server` answer names.
+fn pid_in(info: &str) -> String {
+    sluice_testkit::info_field(info, "process_id").expect("INFO server names process_id")
 }
 
 /// Sends `signal` (STOP or CONT) to every process of `pids` at once.

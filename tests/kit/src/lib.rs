@@ -19,7 +19,9 @@ use tempfile::TempDir;
 
 mod proxies;
 pub use proxies::{Caddy, Envoy, Nginx, Traefik};
+pub mod certs;
 mod proxy;
+mod tls_server;
 pub use proxy::{LatencyProxy, Partition};
 
 const INSTALL_HINT: &str = "redis-server / redis-cli not found: install them with \
@@ -190,6 +192,8 @@ struct Node {
     port: u16,
     dir: PathBuf,
     extra: Vec<String>,
+    /// What `redis-cli` needs to reach it besides the port (`--tls`, certificates).
+    cli_args: Vec<String>,
     child: Option<Child>,
 }
 
@@ -199,6 +203,7 @@ impl Node {
             port,
             dir,
             extra,
+            cli_args: Vec::new(),
             child: None,
         }
     }
@@ -241,9 +246,15 @@ impl Node {
                     let log = std::fs::read_to_string(&log).unwrap_or_default();
                     panic!("redis-server on port {port} exited ({status}):\n{log}");
                 }
-                cli(port, &["PING"]) == "PONG"
+                self.cli(&["PING"]) == "PONG"
             },
         );
+    }
+
+    fn cli(&self, args: &[&str]) -> String {
+        let mut all: Vec<&str> = self.cli_args.iter().map(String::as_str).collect();
+        all.extend_from_slice(args);
+        cli(self.port, &all)
     }
 
     fn kill(&mut self) {
@@ -310,7 +321,7 @@ impl RedisServer {
 
     /// `redis-cli` against this server.
     pub fn cli(&self, args: &[&str]) -> String {
-        cli(self.node.port, args)
+        self.node.cli(args)
     }
 
     /// `kill -9` the server: its data and script cache are gone.

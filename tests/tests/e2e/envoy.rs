@@ -3,10 +3,12 @@
 //! are, with free loopback ports in place of the example's.
 
 use sluice_client::Client;
+use sluice_testkit::certs::Certs;
 use sluice_testkit::{Envoy, free_port};
 use sluice_tests::{Daemon, Upstream, assert_allowed_headers, header, replace_once, repo_file};
 
 struct Stack {
+    _certs: Certs,
     _daemon: Daemon,
     app: Upstream,
     envoy: Envoy,
@@ -19,6 +21,9 @@ enum Rls {
     Tcp,
     /// `listen.grpc = "unix:PATH"`, an Envoy `pipe` address.
     Unix,
+    /// TCP with `[listen.tls]` and a client CA (mTLS): Envoy's cluster has a TLS transport
+    /// socket with the CA and a client certificate, h2 by ALPN.
+    Mtls,
 }
 
 async fn stack() -> Stack {
@@ -26,7 +31,17 @@ async fn stack() -> Stack {
 }
 
 async fn stack_with(rls: Rls) -> Stack {
-    let daemon = Daemon::start(&repo_file("examples/envoy/sluice.toml")).await;
+    let certs = Certs::new();
+    let mut toml = repo_file("examples/envoy/sluice.toml");
+    if let Rls::Mtls = rls {
+        toml.push_str(&format!(
+            "\n[listen.tls]\ncert_file = {:?}\nkey_file = {:?}\nclient_ca_file = {:?}\n",
+            certs.server.cert.display().to_string(),
+            certs.server.key.display().to_string(),
+            certs.ca_file.display().to_string(),
+        ));
+    }
+    let daemon = Daemon::start(&toml).await;
     let app = Upstream::start().await;
     let (listen, admin) = (free_port(), free_port());
     let mut config = repo_file("examples/envoy/envoy.yaml");
@@ -55,6 +70,35 @@ async fn stack_with(rls: Rls) -> Stack {
             &format!("port_value: {to} }}"),
         );
     }
+    if let Rls::Mtls = rls {
+        let path = |p: &std::path::Path| p.display().to_string();
+        config = replace_once(
+            &config,
+            "      load_assignment:\n        cluster_name: sluiced",
+            &format!(
+                "      transport_socket:
+        name: envoy.transport_sockets.tls
+        typed_config:
+          \"@type\": type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext
+          sni: localhost
+          common_tls_context:
+            alpn_protocols: [h2]
+            validation_context:
+              trusted_ca: {{ filename: {:?} }}
+              match_typed_subject_alt_names:
+                - san_type: DNS
+                  matcher: {{ exact: localhost }}
+            tls_certificates:
+              - certificate_chain: {{ filename: {:?} }}
+                private_key: {{ filename: {:?} }}
+      load_assignment:
+        cluster_name: sluiced",
+                path(&certs.ca_file),
+                path(&certs.client.cert),
+                path(&certs.client.key),
+            ),
+        );
+    }
     // A loaded CI machine running a debug build may take longer than the example's budget;
     // past it Envoy would let requests through unchecked, which is not what is under test.
     config = replace_once(&config, "timeout: 0.25s", "timeout: 5s");
@@ -62,6 +106,7 @@ async fn stack_with(rls: Rls) -> Stack {
         .await
         .unwrap();
     Stack {
+        _certs: certs,
         _daemon: daemon,
         app,
         envoy,
@@ -122,7 +167,16 @@ async fn through_envoy_two_descriptors_are_all_or_nothing() {
 
 #[tokio::test]
 async fn envoy_reaches_the_rls_over_a_unix_socket() {
-    let s = stack_with(Rls::Unix).await;
+    limit_holds_through(stack_with(Rls::Unix).await).await;
+}
+
+#[tokio::test]
+async fn envoy_reaches_the_rls_over_mtls() {
+    limit_holds_through(stack_with(Rls::Mtls).await).await;
+}
+
+/// Five requests of one client pass, the sixth is denied by sluiced's answer.
+async fn limit_holds_through(s: Stack) {
     let client = [("x-forwarded-for", "10.20.2.1")];
     for left in (0..5).rev() {
         let answer = s.get(&client).await;

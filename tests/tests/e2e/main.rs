@@ -23,6 +23,7 @@ mod nginx;
 mod resp;
 mod rls;
 mod routes;
+mod settings_race;
 mod through_proxy;
 mod top;
 mod traefik;

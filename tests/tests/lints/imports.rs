@@ -14,8 +14,8 @@ use std::path::{Path, PathBuf};
 use crate::assets::root;
 
 /// A crate's source files by module path (`["config", "compile"]`; the crate root is `[]`).
-struct Crate {
-    files: BTreeMap<Vec<String>, Source>,
+pub(crate) struct Crate {
+    pub(crate) files: BTreeMap<Vec<String>, Source>,
 }
 
 /// The modules a file declares under `#[cfg(test)]` (`mod properties;`): test code, which
@@ -39,15 +39,15 @@ fn test_modules(text: &str) -> Vec<String> {
     found
 }
 
-struct Source {
-    path: PathBuf,
+pub(crate) struct Source {
+    pub(crate) path: PathBuf,
     /// The text, without whole-line comments and without the trailing test module.
-    code: String,
+    pub(crate) code: String,
     /// Whether this is a `mod.rs`, `lib.rs` or `main.rs`: a module of its own directory.
     dir_module: bool,
 }
 
-fn read_crate(src: &Path) -> Crate {
+pub(crate) fn read_crate(src: &Path) -> Crate {
     let mut files = BTreeMap::new();
     let mut tests_only: Vec<Vec<String>> = Vec::new();
     let mut stack = vec![src.to_owned()];
@@ -170,7 +170,7 @@ fn expand_into(prefix: &[String], tree: &str, out: &mut Vec<Vec<String>>) {
 }
 
 /// Every `use` tree of `code` (`pub use` included), as paths.
-fn use_paths(code: &str) -> Vec<Vec<String>> {
+pub(crate) fn use_paths(code: &str) -> Vec<Vec<String>> {
     let mut paths = Vec::new();
     let mut rest = code;
     while let Some(at) = find_word(rest, "use") {
@@ -183,7 +183,7 @@ fn use_paths(code: &str) -> Vec<Vec<String>> {
 }
 
 /// Every inline `crate::…` / `super::…` path of `code`.
-fn inline_paths(code: &str) -> Vec<Vec<String>> {
+pub(crate) fn inline_paths(code: &str) -> Vec<Vec<String>> {
     let mut paths = Vec::new();
     for word in ["crate", "super"] {
         let mut rest = code;
@@ -225,7 +225,7 @@ fn find_word(text: &str, word: &str) -> Option<usize> {
 
 impl Crate {
     /// `path` as written in the file of `module`, made absolute (`None`: another crate).
-    fn absolute(&self, module: &[String], path: &[String]) -> Option<Vec<String>> {
+    pub(crate) fn absolute(&self, module: &[String], path: &[String]) -> Option<Vec<String>> {
         let (first, rest) = path.split_first()?;
         match first.as_str() {
             "crate" => Some(rest.to_vec()),

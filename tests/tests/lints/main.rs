@@ -1,6 +1,7 @@
 //! The repository's own rules, checked as tests: no dependency cycle between crates, and the
 //! client and configuration crates' trees kept lean ([`crates`]); no import cycle between
-//! files or between the top-level modules of a crate ([`imports`]); the docs' links, contents
+//! files or between the top-level modules of a crate ([`imports`]), at most one import running
+//! back up the module tree ([`up_arrows`]); the docs' links, contents
 //! and pages ([`docs`]), the book's build ([`book`]), the configs the docs show
 //! ([`doc_configs`]) and the config's JSON Schema ([`config_schema`]); the manifests'
 //! `rust-version` and packaging ([`manifests`]); the observability assets against what a real
@@ -21,3 +22,4 @@ mod docs;
 mod drift;
 mod imports;
 mod manifests;
+mod up_arrows;

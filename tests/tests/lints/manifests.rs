@@ -81,8 +81,9 @@ fn the_toolchain_is_at_least_the_declared_rust_version() {
 
 /// The crates others may depend on; the rest (tests, test kit, benches, the example app) keep
 /// the workspace's `publish = false`.
-const LIBRARIES: [&str; 7] = [
+const LIBRARIES: [&str; 8] = [
     "sluice-core",
+    "sluice-tls",
     "sluice-api",
     "sluice-config",
     "sluice-store",

@@ -28,6 +28,25 @@ pub enum ConfigError {
     ZeroInFlight,
     #[error("backend client: {0}")]
     Client(String),
+    /// A TLS file that cannot be used, or a TLS setting the client cannot honour.
+    #[error("{0}")]
+    Tls(String),
+}
+
+/// The TLS of a Redis backend (`rediss://`, `[backend.tls]`). Certificates are always
+/// verified.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct RedisTls {
+    /// The CA bundle (`None`: the system's roots) and the client certificate, if any.
+    pub files: sluice_tls::ClientFiles,
+    /// The name verified and sent as SNI; `None`: the host of the URL.
+    pub server_name: Option<String>,
+}
+
+impl From<sluice_tls::PemError> for ConfigError {
+    fn from(err: sluice_tls::PemError) -> ConfigError {
+        ConfigError::Tls(err.to_string())
+    }
 }
 
 /// Default `backend.timeout`.
@@ -91,6 +110,9 @@ pub struct RedisStoreConfig {
     /// concurrent commands may be coalesced). True for a link to another region, where
     /// Nagle's algorithm would hold a command back for up to a round trip.
     pub tcp_nodelay: bool,
+    /// `[backend.tls]`: set = TLS (a `rediss://` URL turns it on with the defaults: the
+    /// system's roots, no client certificate). Default none.
+    pub tls: Option<RedisTls>,
 }
 
 impl Default for RedisStoreConfig {
@@ -103,6 +125,7 @@ impl Default for RedisStoreConfig {
             max_in_flight: DEFAULT_MAX_IN_FLIGHT,
             ttl_grace: Duration::ZERO,
             tcp_nodelay: false,
+            tls: None,
         }
     }
 }
@@ -133,6 +156,8 @@ pub struct ClusterStoreConfig {
     /// decision (an expired state decides as a fresh one); it only costs memory. Tests
     /// replaying synthetic time use it.
     pub ttl_grace: Duration,
+    /// `[backend.tls]`, for every node and redirection (`rediss://` nodes turn it on).
+    pub tls: Option<RedisTls>,
 }
 
 impl Default for ClusterStoreConfig {
@@ -144,20 +169,47 @@ impl Default for ClusterStoreConfig {
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             max_in_flight: DEFAULT_MAX_IN_FLIGHT,
             ttl_grace: Duration::ZERO,
+            tls: None,
         }
     }
 }
 
 impl RedisStoreConfig {
+    /// The TLS this store connects with: `tls`, or the defaults when the URL is `rediss://`.
+    pub fn effective_tls(&self) -> Option<RedisTls> {
+        self.tls
+            .clone()
+            .or_else(|| self.url.starts_with("rediss://").then(RedisTls::default))
+    }
+
+    /// The URL the client opens: `rediss://` whenever TLS is on.
+    pub fn client_url(&self) -> String {
+        match self.url.strip_prefix("redis://") {
+            Some(rest) if self.tls.is_some() => format!("rediss://{rest}"),
+            _ => self.url.clone(),
+        }
+    }
+
     /// Every check the Redis store makes before it connects, the URL's by `url` (the client's
     /// parse; `None`: not checked): the store passes its client's, and so does the daemon's
     /// config compile, so what the compile accepts the store accepts.
     pub fn validate(&self, url: Option<UrlCheck>) -> Result<(), ConfigError> {
         check_common(&self.prefix, self.timeout, self.max_in_flight)?;
+        if let Some(tls) = self.effective_tls() {
+            sluice_tls::client_config("backend.tls", &tls.files)?;
+            // The `redis` client verifies the URL's host and offers no other name.
+            if let (Some(name), Ok((host, _))) = (&tls.server_name, parse_node(&self.url))
+                && *name != host
+            {
+                return Err(ConfigError::Tls(format!(
+                    "backend.tls.server_name: {name:?} differs from the URL's host {host:?}; with kind = \"redis\" the name verified is the URL's host (name the server by its certificate's name in the URL)"
+                )));
+            }
+        }
         let Some(parse) = url else {
             return Ok(());
         };
-        parse(&self.url).map_err(|reason| ConfigError::InvalidUrl {
+        parse(&self.client_url()).map_err(|reason| ConfigError::InvalidUrl {
             url: redact_url(&self.url),
             reason: redact_text(&reason, &self.url),
         })
@@ -165,6 +217,16 @@ impl RedisStoreConfig {
 }
 
 impl ClusterStoreConfig {
+    /// The TLS of every node connection: `tls`, or the defaults when a node is `rediss://`.
+    pub fn effective_tls(&self) -> Option<RedisTls> {
+        self.tls.clone().or_else(|| {
+            self.nodes
+                .iter()
+                .any(|node| node.starts_with("rediss://"))
+                .then(RedisTls::default)
+        })
+    }
+
     /// Every check the cluster store makes before it connects (the node syntax is this
     /// crate's own: [`parse_node`]).
     pub fn validate(&self) -> Result<(), ConfigError> {
@@ -174,6 +236,9 @@ impl ClusterStoreConfig {
         }
         for node in &self.nodes {
             parse_node(node)?;
+        }
+        if let Some(tls) = self.effective_tls() {
+            sluice_tls::client_config("backend.tls", &tls.files)?;
         }
         Ok(())
     }
@@ -256,11 +321,9 @@ pub fn parse_node(url: &str) -> Result<(String, u16), ConfigError> {
     };
     let rest = url
         .strip_prefix("redis://")
+        .or_else(|| url.strip_prefix("rediss://"))
         .or_else(|| url.strip_prefix("redis-cluster://"))
         .unwrap_or(url);
-    if rest.starts_with("rediss://") || url.starts_with("rediss://") {
-        return Err(invalid("TLS is not supported"));
-    }
     let rest = rest.split('/').next().unwrap_or(rest);
     let rest = rest.rsplit('@').next().unwrap_or(rest);
     let (host, port) = match rest.rsplit_once(':') {

@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use sluice_core::Counting;
 
-use super::tree::{Domain, Level, Unit};
+use crate::envoy_yaml::tree::{Domain, Level, Unit};
 use crate::parse::is_valid_name;
 use crate::schema::PolicyConfig;
 

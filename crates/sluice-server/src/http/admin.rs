@@ -21,8 +21,9 @@ use subtle::ConstantTimeEq;
 
 use super::candidate;
 use super::change::{check_names, effective, log_change, refused, request_of, resync, unavailable};
+use super::respond::json_response;
 use crate::service::app::App;
-use crate::service::json::{ApiError, json_response};
+use crate::service::json::ApiError;
 
 /// The admin routes, guarded by `token`.
 pub fn router(app: App, token: std::sync::Arc<str>) -> Router {
@@ -134,7 +135,11 @@ async fn set(
         limit: request.limit,
         burst: request.burst,
     };
-    app.limits.validate(&change).map_err(refused)?;
+    app.limiter
+        .snapshot()
+        .limits
+        .validate(&change)
+        .map_err(refused)?;
     let before = effective(&app, &change.policy, &change.tier);
     app.overrides
         .put(&change)

@@ -21,8 +21,9 @@ use sluice_core::Params;
 use sluice_store::{CandidateOverride, LimitOverride};
 
 use super::change::{check_names, effective, log_change, refused, request_of, resync, unavailable};
+use super::respond::json_response;
 use crate::service::app::App;
-use crate::service::json::{ApiError, json_response};
+use crate::service::json::ApiError;
 use crate::service::overrides::CandidateSource;
 use sluice_config::policy::params_view;
 
@@ -32,7 +33,11 @@ pub(super) async fn show(
     Path((policy, tier)): Path<(String, String)>,
 ) -> Result<Response, ApiError> {
     check_names(&policy, &tier)?;
-    app.limits.check_tier(&policy, &tier).map_err(refused)?;
+    app.limiter
+        .snapshot()
+        .limits
+        .check_tier(&policy, &tier)
+        .map_err(refused)?;
     let view = in_force(&app, &policy, &tier).ok_or_else(|| no_candidate(&policy, &tier))?;
     Ok(json_response(StatusCode::OK, &view))
 }
@@ -52,7 +57,11 @@ pub(super) async fn set(
         window: request.window,
         algorithm: request.algorithm,
     };
-    app.limits.validate_candidate(&candidate).map_err(refused)?;
+    app.limiter
+        .snapshot()
+        .limits
+        .validate_candidate(&candidate)
+        .map_err(refused)?;
     let (policy, tier) = (candidate.policy.as_str(), candidate.tier.as_str());
     let before = in_force(&app, policy, tier);
     app.overrides
@@ -92,7 +101,11 @@ pub(super) async fn remove(
         .await
         .map_err(|e| unavailable("delete the candidate", &e))?;
     if !deleted {
-        app.limits.check_tier(&policy, &tier).map_err(refused)?;
+        app.limiter
+            .snapshot()
+            .limits
+            .check_tier(&policy, &tier)
+            .map_err(refused)?;
         let file = if before.is_some() {
             " (the candidate in force is the config file's: change the file to remove it)"
         } else {
@@ -129,9 +142,13 @@ pub(super) async fn promote(
     Path((policy, tier)): Path<(String, String)>,
 ) -> Result<Response, ApiError> {
     check_names(&policy, &tier)?;
-    app.limits.check_tier(&policy, &tier).map_err(refused)?;
+    let snapshot = app.limiter.snapshot();
+    snapshot
+        .limits
+        .check_tier(&policy, &tier)
+        .map_err(refused)?;
     let (limit, candidate) = {
-        let policies = app.limiter.policies();
+        let policies = &snapshot.policies;
         let limit = policies
             .get(&policy)
             .and_then(|p| p.named_tier(&tier))
@@ -151,14 +168,14 @@ pub(super) async fn promote(
         )
         .field(Some(field.to_owned())));
     }
-    let source = app.limits.candidate_source(&policy, &tier);
+    let source = snapshot.limits.candidate_source(&policy, &tier);
     let change = LimitOverride {
         policy,
         tier,
         limit: candidate.limit,
         burst: Some(candidate.burst),
     };
-    app.limits.validate(&change).map_err(refused)?;
+    snapshot.limits.validate(&change).map_err(refused)?;
     let (policy, tier) = (change.policy.as_str(), change.tier.as_str());
     let before = effective(&app, policy, tier);
     app.overrides
@@ -203,13 +220,14 @@ pub(super) async fn promote(
 
 /// The candidate in force of (policy, tier), with the limit it is judged beside.
 fn in_force(app: &App, policy: &str, tier: &str) -> Option<CandidateView> {
-    let policies = app.limiter.policies();
+    let snapshot = app.limiter.snapshot();
+    let policies = &snapshot.policies;
     let limit = policies.get(policy)?.named_tier(tier)?;
     let candidate = limit.candidate?;
     Some(CandidateView {
         policy: policy.to_owned(),
         tier: tier.to_owned(),
-        source: app
+        source: snapshot
             .limits
             .candidate_source(policy, tier)
             .as_str()

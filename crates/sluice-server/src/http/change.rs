@@ -12,7 +12,7 @@ use sluice_store::StoreError;
 use super::error::parse_json;
 use crate::service::app::App;
 use crate::service::json::ApiError;
-use crate::service::overrides::{self, OverrideError};
+use crate::service::overrides::OverrideError;
 use sluice_config::is_valid_name;
 
 /// The backend failed `what` ("store the change", "read the overrides").
@@ -49,7 +49,8 @@ pub(crate) fn check_names(policy: &str, tier: &str) -> Result<(), ApiError> {
 
 /// The `(limit, burst)` a caller of `policy` on `tier` is held to right now.
 pub(crate) fn effective(app: &App, policy: &str, tier: &str) -> Option<(u64, u64)> {
-    let policies = app.limiter.policies();
+    let snapshot = app.limiter.snapshot();
+    let policies = &snapshot.policies;
     let params = policies.get(policy)?.limit_for(Some(tier)).params;
     Some((params.limit, params.burst))
 }
@@ -92,10 +93,11 @@ pub(crate) fn refused(err: OverrideError) -> ApiError {
     }
 }
 
-/// Reads the settings back after a change, so it is in force here at once; the other daemons
-/// follow on their next poll.
+/// Reads the settings back after a change, through the settings writer, so it is in force
+/// here (published) before the change is answered; the other daemons follow on their next
+/// poll.
 pub(crate) async fn resync(app: &App, what: &str) {
-    if let Err(err) = overrides::sync(&app.limits, &*app.overrides, &app.limiter).await {
+    if let Err(err) = app.settings.sync().await {
         tracing::warn!(error = %err, "{what} stored but not yet re-read");
     }
 }

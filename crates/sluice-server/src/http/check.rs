@@ -13,7 +13,9 @@ use serde::Deserialize;
 use serde::de::{self, Deserializer, Visitor};
 
 use super::error::{body_rejection, parse_json};
-use crate::service::answer::{batch_response, body_of, check_answer, set_headers};
+use super::plain_body;
+use super::respond::{batch_response, check_answer};
+use crate::service::answer::body_of;
 use crate::service::app::App;
 use crate::service::json::{ApiError, JSON, PROBLEM_JSON};
 use crate::service::limiter::CheckInput;
@@ -92,8 +94,24 @@ struct Incoming<'a> {
     checks: Option<Vec<IncomingCheck<'a>>>,
 }
 
+/// The body: a plain single check is scanned directly ([`plain_body`]), anything else goes
+/// through serde (which also names the errors).
 fn parse(body: &[u8]) -> Result<Incoming<'_>, ApiError> {
-    parse_json(body)
+    let Some(plain) = plain_body::scan(body) else {
+        return parse_json(body);
+    };
+    Ok(Incoming {
+        policy: text(plain.policy),
+        key: text(plain.key),
+        cost: plain.cost,
+        tier: text(plain.tier),
+        endpoint: text(plain.endpoint),
+        checks: None,
+    })
+}
+
+fn text(field: Option<&str>) -> Option<Text<'_>> {
+    field.map(|value| Text(Cow::Borrowed(value)))
 }
 
 fn required<'a>(value: &'a Option<Text<'_>>, field: &str) -> Result<&'a str, ApiError> {
@@ -122,11 +140,15 @@ pub(crate) async fn check(
     Traced(parent): Traced,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    let body = match body {
-        Ok(body) => body,
-        Err(rejection) => return body_rejection(&rejection).into_response(),
-    };
-    match decide(&app, &body, &parent).await {
+    match body {
+        Ok(body) => answer(&app, &body, &parent).await,
+        Err(rejection) => body_rejection(&rejection).into_response(),
+    }
+}
+
+/// The answer to the check (or batch) in `body`, the router's path or [`super::api`]'s.
+pub(crate) async fn answer(app: &App, body: &[u8], parent: &TraceParent) -> Response {
+    match decide(app, body, parent).await {
         Ok(response) => response,
         Err(err) => err.into_response(),
     }
@@ -168,11 +190,9 @@ async fn decide(app: &App, body: &[u8], parent: &TraceParent) -> Result<Response
     };
     let verdict = app.limiter.check_traced(&input, now_ms, parent).await?;
     let body = body_of(&verdict);
-    let mut response = if verdict.allowed {
-        check_answer(StatusCode::OK, JSON, &body)
+    Ok(if verdict.allowed {
+        check_answer(StatusCode::OK, JSON, &body, &verdict)
     } else {
-        check_answer(StatusCode::TOO_MANY_REQUESTS, PROBLEM_JSON, &body)
-    };
-    set_headers(response.headers_mut(), &verdict);
-    Ok(response)
+        check_answer(StatusCode::TOO_MANY_REQUESTS, PROBLEM_JSON, &body, &verdict)
+    })
 }

@@ -16,9 +16,10 @@ use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Response};
 use http::{HeaderMap, StatusCode};
 
+use super::respond::{json_response, json_with};
 use crate::service::answer::{body_of, set_headers};
 use crate::service::app::App;
-use crate::service::json::{ApiError, PROBLEM_JSON, json_response, json_with};
+use crate::service::json::{ApiError, PROBLEM_JSON};
 use crate::service::limiter::CheckInput;
 
 /// The plan tier of the caller.
@@ -76,7 +77,7 @@ async fn decide(
             )
         })?),
     };
-    let key = super::caller::key_of(&app.forward_auth.load(), headers)?;
+    let key = super::caller::key_of(&app.limiter.snapshot().forward_auth, headers)?;
     let tier = query
         .get("tier")
         .map(String::as_str)

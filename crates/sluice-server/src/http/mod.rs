@@ -9,12 +9,16 @@
 //! - the body and headers of a decision come from [`crate::service::answer`], shared with the
 //!   Envoy RLS and RESP;
 //! - [`error`]: the JSON error shape and body parsing;
+//! - [`plain_body`]: the plain check body read without serde;
 //! - [`large_bodies`]: the 413 of a declared body over the limit, before it is read.
+//! - [`api`]: the service a connection calls, the check straight to its handler.
+//! - [`respond`]: the service's answers and errors made axum responses.
 //!
 //! Here: the router and the operational routes (`/healthz`, `/readyz`, `/metrics`,
 //! `/v1/policies`). Decisions come from the [`Limiter`](crate::service::limiter::Limiter) only.
 
 pub mod admin;
+mod api;
 pub mod caller;
 pub mod candidate;
 mod change;
@@ -22,6 +26,8 @@ mod check;
 pub mod error;
 pub mod forward_auth;
 mod large_bodies;
+mod plain_body;
+mod respond;
 mod slo;
 mod top;
 
@@ -34,9 +40,11 @@ use http::{HeaderMap, HeaderValue, StatusCode};
 use serde::Serialize;
 use sluice_api::{MAX_BODY_BYTES, codes};
 
+use self::respond::json_response;
 use crate::exposition::Format;
 use crate::service::app::App;
-use crate::service::json::{ApiError, json_response};
+use crate::service::json::ApiError;
+pub use api::Api;
 use error::{method_not_allowed, not_found};
 
 /// The router of the API.
@@ -129,7 +137,7 @@ async fn readyz(State(app): State<App>) -> Response {
 }
 
 async fn policies(State(app): State<App>) -> Response {
-    json_response(StatusCode::OK, &app.limiter.policies().view())
+    json_response(StatusCode::OK, &app.limiter.snapshot().policies.view())
 }
 
 async fn metrics_text(State(app): State<App>, headers: HeaderMap) -> Response {
@@ -140,9 +148,10 @@ async fn metrics_text(State(app): State<App>, headers: HeaderMap) -> Response {
     );
     app.limiter.refresh_gauges(app.clock.now_ms());
     let limiter = &app.limiter;
-    limiter
-        .metrics()
-        .record_store(limiter.store().as_ref(), limiter.policies().names());
+    limiter.metrics().record_store(
+        limiter.store().as_ref(),
+        limiter.snapshot().policies.names(),
+    );
     let metrics = limiter.metrics();
     let text = match format {
         Format::OpenMetrics => metrics.encode_with_exemplars(),

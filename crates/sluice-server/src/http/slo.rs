@@ -5,8 +5,8 @@ use axum::extract::State;
 use axum::response::Response;
 use http::StatusCode;
 
+use super::respond::json_response;
 use crate::service::app::App;
-use crate::service::json::json_response;
 
 /// `GET /v1/status`.
 pub(crate) async fn status(State(app): State<App>) -> Response {

@@ -8,8 +8,9 @@ use axum::response::Response;
 use http::StatusCode;
 use sluice_api::{TopEntry, TopErrorBound, TopResponse, codes};
 
+use super::respond::json_response;
 use crate::service::app::App;
-use crate::service::json::{ApiError, json_response};
+use crate::service::json::ApiError;
 use crate::top::{By, MAX_TOP, Period};
 
 /// `GET /v1/top?policy=P&by=rejected|checked|candidate_rejected&n=20&period=5m|60m`. By

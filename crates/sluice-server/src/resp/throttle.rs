@@ -101,12 +101,12 @@ impl<'a> Throttle<'a> {
 
     /// The store check: a peek (cost 0) when the quantity could never pass.
     pub fn check(&self) -> Check<'a> {
-        Check {
-            policy: NAMESPACE,
-            key: self.key,
-            params: self.params,
-            cost: if self.fits() { self.quantity } else { 0 },
-        }
+        Check::new(
+            NAMESPACE,
+            self.key,
+            self.params,
+            if self.fits() { self.quantity } else { 0 },
+        )
     }
 
     /// redis-cell's reply to `decision`, decided at `now_ms`.
@@ -144,7 +144,7 @@ mod tests {
 
     use std::sync::Arc;
 
-    use sluice_store::{MemoryStore, MemoryStoreConfig, Store};
+    use sluice_store::{MemoryStore, MemoryStoreConfig, Store, StoreExt};
 
     use super::*;
 

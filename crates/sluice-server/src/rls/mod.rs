@@ -19,7 +19,8 @@
 pub mod generated;
 mod reply;
 pub(crate) mod service;
+pub(crate) mod tls;
 pub mod yaml_domains;
 
 pub use generated::envoy::service::ratelimit::v3 as pb;
-pub use service::{RlsService, serve, serve_unix};
+pub use service::{RlsService, serve, serve_tls, serve_unix};

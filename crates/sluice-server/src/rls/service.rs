@@ -26,7 +26,6 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use arc_swap::ArcSwap;
 use sluice_api::{MAX_BATCH, MAX_KEY_BYTES};
 use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::watch;
@@ -35,6 +34,8 @@ use tonic::{Request, Response, Status};
 
 use super::generated::envoy::service::ratelimit::v3 as pb;
 use super::reply::{limit_error, response};
+use super::tls::tls_incoming;
+use crate::server::tls::ListenerTls;
 use crate::service::app::App;
 use crate::service::compiled::Policy;
 use crate::service::limiter::{CheckInput, Verdict};
@@ -42,21 +43,16 @@ use pb::rate_limit_response::rate_limit::Unit;
 use pb::rate_limit_response::{Code, DescriptorStatus, RateLimit};
 use pb::rate_limit_service_server::{RateLimitService, RateLimitServiceServer};
 use pb::{RateLimitRequest, RateLimitResponse};
-use sluice_config::rls_rules::Rules;
 
 /// The gRPC service; cheap to clone.
 #[derive(Debug, Clone)]
 pub struct RlsService {
     app: App,
-    rules: Arc<ArcSwap<Rules>>,
 }
 
 impl RlsService {
     pub fn new(app: App) -> Self {
-        RlsService {
-            rules: app.rls.clone(),
-            app,
-        }
+        RlsService { app }
     }
 }
 
@@ -66,14 +62,7 @@ pub async fn serve_unix(
     listener: UnixListener,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), tonic::transport::Error> {
-    let (stopping, stopped) = watch::channel(false);
-    let server = tonic::transport::Server::builder()
-        .add_service(RateLimitServiceServer::new(RlsService::new(app)))
-        .serve_with_incoming_shutdown(UnixListenerStream::new(listener), async move {
-            shutdown.await;
-            let _ = stopping.send(true);
-        });
-    drain_bounded(server, stopped).await
+    serve_incoming(app, UnixListenerStream::new(listener), shutdown).await
 }
 
 /// Serves the RLS on `listener` until `shutdown` completes.
@@ -82,16 +71,42 @@ pub async fn serve(
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), tonic::transport::Error> {
+    let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
+    serve_incoming(app, incoming, shutdown).await
+}
+
+/// Serves the RLS over TLS on `listener` (h2 by ALPN) until `shutdown` completes.
+pub async fn serve_tls(
+    app: App,
+    listener: TcpListener,
+    tls: ListenerTls,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<(), tonic::transport::Error> {
+    serve_incoming(app, tls_incoming(listener, tls), shutdown).await
+}
+
+/// Serves the RLS on the streams of `incoming` until `shutdown` completes, then drains.
+async fn serve_incoming<IO, IE>(
+    app: App,
+    incoming: impl tokio_stream::Stream<Item = Result<IO, IE>>,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<(), tonic::transport::Error>
+where
+    IO: tokio::io::AsyncRead
+        + tokio::io::AsyncWrite
+        + tonic::transport::server::Connected
+        + Unpin
+        + Send
+        + 'static,
+    IE: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
     let (stopping, stopped) = watch::channel(false);
     let server = tonic::transport::Server::builder()
         .add_service(RateLimitServiceServer::new(RlsService::new(app)))
-        .serve_with_incoming_shutdown(
-            tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true)),
-            async move {
-                shutdown.await;
-                let _ = stopping.send(true);
-            },
-        );
+        .serve_with_incoming_shutdown(incoming, async move {
+            shutdown.await;
+            let _ = stopping.send(true);
+        });
     drain_bounded(server, stopped).await
 }
 
@@ -147,7 +162,7 @@ impl RlsService {
         validate(request)?;
         // A domain of `rls.envoy_config` is answered as envoyproxy/ratelimit answers it.
         let yaml = {
-            let rules = self.rules.load();
+            let rules = &self.app.limiter.snapshot().rls;
             (rules.envoy.get(&request.domain).is_some()).then(|| rules.envoy.clone())
         };
         if let Some(domains) = yaml {
@@ -180,8 +195,9 @@ impl RlsService {
 
     /// The descriptors some rule limits, each with its policy, key and cost.
     fn matched(&self, request: &RateLimitRequest) -> Result<Vec<Matched>, Status> {
-        let rules = self.rules.load();
-        let policies = self.app.limiter.policies();
+        // The rules and the policies they name, of one snapshot.
+        let snapshot = self.app.limiter.snapshot();
+        let (rules, policies) = (&snapshot.rls, &snapshot.policies);
         let mut matched = Vec::new();
         for (index, descriptor) in request.descriptors.iter().enumerate() {
             let entries: Vec<(&str, &str)> = descriptor

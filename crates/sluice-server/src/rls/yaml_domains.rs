@@ -2,7 +2,7 @@
 //! answered as envoyproxy/ratelimit answers them:
 //!
 //! - each descriptor gets the most specific limit of its domain's tree (see
-//!   [`tree`](sluice_config::envoy::tree)), or none (`OK`, no `current_limit`);
+//!   [`tree`](sluice_config::envoy_yaml::tree)), or none (`OK`, no `current_limit`);
 //! - `unlimited` answers `OK` with `limit_remaining` 2^32 − 1 and no `current_limit`; a limit
 //!   whose `name` another matched limit `replaces` is dropped (`OK`, no `current_limit`);
 //! - every other descriptor is counted on its limit's policy (fixed_window counting every
@@ -29,8 +29,8 @@ use pb::rate_limit_response::rate_limit::Unit as PbUnit;
 use pb::rate_limit_response::{Code, DescriptorStatus, RateLimit};
 use pb::{RateLimitRequest, RateLimitResponse};
 use sluice_api::MAX_KEY_BYTES;
-use sluice_config::envoy::EnvoyDomains;
-use sluice_config::envoy::tree::{Found, Limit, Unit};
+use sluice_config::envoy_yaml::EnvoyDomains;
+use sluice_config::envoy_yaml::tree::{Found, Limit, Unit};
 
 /// A descriptor counted on a limit.
 struct Counted<'a> {

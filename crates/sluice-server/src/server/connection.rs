@@ -28,31 +28,30 @@ use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use axum::Router;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
+use sluice_config::ConnectionSettings;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::Instant;
-use tower::ServiceExt;
 
 use super::accept::ServeConnection;
 use super::linger::Lingering;
 use super::stop::Stop;
-use sluice_config::ConnectionSettings;
+use crate::http::Api;
 
-/// Serves a router on the connections of a listener, whatever their stream type.
+/// Serves the API on the connections of a listener, whatever their stream type.
 #[derive(Debug, Clone)]
 pub struct Http {
-    router: Router,
+    api: Api,
     limits: ConnectionSettings,
     lingering: Lingering,
 }
 
 impl Http {
-    pub fn new(router: Router, limits: ConnectionSettings, lingering: Lingering) -> Http {
+    pub fn new(api: Api, limits: ConnectionSettings, lingering: Lingering) -> Http {
         Http {
-            router,
+            api,
             limits,
             lingering,
         }
@@ -66,7 +65,7 @@ where
     fn serve(&self, stream: S, stop: Stop) -> impl Future<Output = ()> + Send + 'static {
         serve_http(
             stream,
-            self.router.clone(),
+            self.api.clone(),
             self.limits,
             self.lingering.clone(),
             stop,
@@ -74,11 +73,11 @@ where
     }
 }
 
-/// Serves `router` on `stream` until the client leaves, a deadline passes, or, after `stop`,
+/// Serves `api` on `stream` until the client leaves, a deadline passes, or, after `stop`,
 /// the request in flight is answered.
 pub async fn serve_http<S>(
     stream: S,
-    router: Router,
+    api: Api,
     limits: ConnectionSettings,
     lingering: Lingering,
     mut stop: Stop,
@@ -90,11 +89,11 @@ pub async fn serve_http<S>(
         let activity = activity.clone();
         hyper::service::service_fn(move |request: http::Request<Incoming>| {
             let busy = activity.request_started();
-            let router = router.clone();
+            let api = api.clone();
             async move {
-                let answer = router.oneshot(request).await;
+                let answer = api.answer(request).await;
                 drop(busy);
-                answer
+                Ok::<_, std::convert::Infallible>(answer)
             }
         })
     };

@@ -12,6 +12,7 @@
 //! - [`stop`]: the stop signal every loop and connection watches.
 //! - [`activation`]: sockets handed over by the service manager, and telling it we are ready.
 //! - [`bind`]: the listeners of `[listen]`, bound or taken from those handed over.
+//! - [`tls`]: the TLS handshake of the TCP listeners (`[listen.tls]`), its certificate reloadable.
 
 pub(crate) mod accept;
 pub mod activation;
@@ -21,6 +22,7 @@ pub mod fd_limit;
 pub(crate) mod gate;
 pub(crate) mod linger;
 pub(crate) mod stop;
+pub mod tls;
 pub(crate) mod unix;
 
 use tokio::net::TcpListener;
@@ -47,6 +49,10 @@ pub struct Listeners {
     pub resp_unix: Option<BoundUnix>,
     /// Timeouts of every HTTP connection and the bound on open connections.
     pub connections: ConnectionSettings,
+    /// `[listen.tls]`: the TCP listeners (http, grpc, resp; metrics when asked) speak TLS.
+    pub tls: Option<tls::ListenerTls>,
+    /// `listen.tls.metrics`: the metrics listener speaks TLS too.
+    pub metrics_tls: bool,
 }
 
 #[cfg(test)]

@@ -2,39 +2,23 @@
 //! (`X-RateLimit-*`, `RateLimit`, `RateLimit-Policy`, `Retry-After`), shared by the check API,
 //! forward-auth and the Envoy RLS.
 
-use axum::response::Response;
+use std::ops::Range;
+
+use bytes::Bytes;
 use http::header::RETRY_AFTER;
-use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
+use http::{HeaderMap, HeaderName, HeaderValue};
 use sluice_api::{BatchResponse, CheckResponse, Problem};
 
-use crate::service::json::{
-    ANSWER_CAPACITY, ONE, PROBLEM_JSON, json_bytes, json_response, json_with, serde_into,
-};
+use crate::service::json::ONE;
 use crate::service::limiter::Verdict;
 
-const X_LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-limit");
-const X_REMAINING: HeaderName = HeaderName::from_static("x-ratelimit-remaining");
-const X_RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
+pub(crate) const X_LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-limit");
+pub(crate) const X_REMAINING: HeaderName = HeaderName::from_static("x-ratelimit-remaining");
+pub(crate) const X_RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
 const X_DEGRADED: HeaderName = HeaderName::from_static("x-ratelimit-degraded");
 const X_SHADOW: HeaderName = HeaderName::from_static("x-ratelimit-shadow");
-const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
-const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
-
-/// One check's answer: written directly when it is plain (every allowed answer), through
-/// serde otherwise; the same text either way.
-pub(crate) fn check_answer(
-    status: StatusCode,
-    content_type: HeaderValue,
-    body: &CheckResponse,
-) -> Response {
-    let mut bytes = Vec::with_capacity(ANSWER_CAPACITY);
-    if body.write_plain_json(&mut bytes) {
-        json_bytes(status, content_type, bytes)
-    } else {
-        // `write_plain_json` left the buffer empty: serde writes into the same allocation.
-        serde_into(status, content_type, bytes, body)
-    }
-}
+pub(crate) const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
+pub(crate) const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
 
 pub(crate) fn body_of(verdict: &Verdict) -> CheckResponse {
     let d = &verdict.decision;
@@ -52,7 +36,9 @@ pub(crate) fn body_of(verdict: &Verdict) -> CheckResponse {
     }
 }
 
-pub(crate) fn batch_response(verdicts: &[Verdict]) -> Response {
+/// The body of a batch's answer: whether every check was allowed, each check's answer, and
+/// the policies that denied.
+pub(crate) fn batch_body(verdicts: &[Verdict]) -> BatchResponse {
     let allowed = verdicts.iter().all(|v| v.allowed);
     let mut violated: Vec<String> = Vec::new();
     for v in verdicts.iter().filter(|v| !v.allowed) {
@@ -60,24 +46,15 @@ pub(crate) fn batch_response(verdicts: &[Verdict]) -> Response {
             violated.push(v.policy.name.to_string());
         }
     }
-    let body = BatchResponse {
+    BatchResponse {
         allowed,
         results: verdicts.iter().map(body_of).collect(),
         problem: (!allowed).then(|| Problem::quota_exceeded(violated)),
-    };
-    let mut response = if allowed {
-        json_response(StatusCode::OK, &body)
-    } else {
-        json_with(StatusCode::TOO_MANY_REQUESTS, PROBLEM_JSON, &body)
-    };
-    if let Some(worst) = most_restrictive(verdicts) {
-        set_headers(response.headers_mut(), worst);
     }
-    response
 }
 
 /// The denied result with the longest wait, else the allowed one with the least left.
-fn most_restrictive(verdicts: &[Verdict]) -> Option<&Verdict> {
+pub(crate) fn most_restrictive(verdicts: &[Verdict]) -> Option<&Verdict> {
     verdicts
         .iter()
         .filter(|v| !v.allowed)
@@ -85,45 +62,46 @@ fn most_restrictive(verdicts: &[Verdict]) -> Option<&Verdict> {
         .or_else(|| verdicts.iter().min_by_key(|v| v.decision.remaining))
 }
 
-pub(crate) fn set_headers(headers: &mut HeaderMap, verdict: &Verdict) {
+/// `X-RateLimit-Limit`: the (policy, tier)'s own, computed once, unless the decision says
+/// otherwise.
+pub(crate) fn limit_value(verdict: &Verdict) -> HeaderValue {
     let d = &verdict.decision;
-    // A no-op on answers of `json_with`, which made the room already.
-    headers.reserve(10);
-    let limit = if d.limit == verdict.limit.params.capacity() {
+    if d.limit == verdict.limit.params.capacity() {
         verdict.limit.limit_header.clone()
     } else {
         HeaderValue::from(d.limit)
-    };
-    headers.insert(X_LIMIT, limit);
-    headers.insert(X_REMAINING, HeaderValue::from(d.remaining));
-    headers.insert(X_RESET, HeaderValue::from(d.reset_secs()));
-    headers.insert(RATELIMIT_POLICY, verdict.limit.policy_header.clone());
-    let retry = d.retry_after_secs();
-    let t = retry.unwrap_or_else(|| d.secs_until_reset(verdict.now_ms));
-    // Built on the stack and copied once: a `String` handed to `HeaderValue` costs a second
-    // allocation whenever its capacity is not its length.
-    let name = verdict.policy.name.as_bytes();
-    let mut value = [0u8; 2 * 20 + 64 + 8];
-    let mut numbers = itoa::Buffer::new();
-    let mut len = 0;
-    for part in [
-        b"\"".as_slice(),
-        name,
-        b"\";r=",
-        numbers.format(d.remaining).as_bytes(),
-        b";t=",
-        itoa::Buffer::new().format(t).as_bytes(),
-    ] {
-        let Some(room) = value.get_mut(len..len + part.len()) else {
-            break;
-        };
-        room.copy_from_slice(part);
-        len += part.len();
     }
-    if let Ok(value) = HeaderValue::from_bytes(&value[..len]) {
+}
+
+/// The `t` of `RateLimit`: the wait of a denial, else the seconds until the window resets.
+pub(crate) fn ratelimit_seconds(verdict: &Verdict) -> u64 {
+    let d = &verdict.decision;
+    d.retry_after_secs()
+        .unwrap_or_else(|| d.secs_until_reset(verdict.now_ms))
+}
+
+/// The rate-limit headers of `verdict`, for the answers built around a map of their own
+/// (batches, forward-auth, the RLS); [`check_answer`] writes the same ones.
+pub(crate) fn set_headers(headers: &mut HeaderMap, verdict: &Verdict) {
+    // A no-op on answers of `json_with`, which made the room already.
+    headers.reserve(10);
+    let mut texts = Vec::with_capacity(64 + verdict.policy.name.len());
+    let written = HeaderTexts::write(&mut texts, verdict);
+    let shared = Bytes::from(texts);
+    headers.insert(X_LIMIT, limit_value(verdict));
+    headers.insert(X_REMAINING, written.remaining(&shared));
+    headers.insert(X_RESET, written.reset(&shared));
+    headers.insert(RATELIMIT_POLICY, verdict.limit.policy_header.clone());
+    if let Some(value) = written.ratelimit(&shared) {
         headers.insert(RATELIMIT, value);
     }
-    if let Some(retry) = retry {
+    set_rare_headers(headers, verdict);
+}
+
+/// The headers only some answers carry: `Retry-After` of a denial, and the degraded and
+/// shadow marks.
+pub(crate) fn set_rare_headers(headers: &mut HeaderMap, verdict: &Verdict) {
+    if let Some(retry) = verdict.decision.retry_after_secs() {
         headers.insert(RETRY_AFTER, HeaderValue::from(retry));
     }
     if verdict.degraded {
@@ -132,4 +110,64 @@ pub(crate) fn set_headers(headers: &mut HeaderMap, verdict: &Verdict) {
     if verdict.shadow {
         headers.insert(X_SHADOW, ONE);
     }
+}
+
+/// Where the text of `X-RateLimit-Remaining`, `X-RateLimit-Reset` and `RateLimit` sit in
+/// the buffer they were written to.
+pub(crate) struct HeaderTexts {
+    remaining: Range<usize>,
+    reset: Range<usize>,
+    ratelimit: Range<usize>,
+}
+
+impl HeaderTexts {
+    /// Appends the three texts of `verdict` to `out`.
+    pub(crate) fn write(out: &mut Vec<u8>, verdict: &Verdict) -> HeaderTexts {
+        let d = &verdict.decision;
+        let mut numbers = itoa::Buffer::new();
+        let put = |out: &mut Vec<u8>, parts: &[&[u8]]| {
+            let start = out.len();
+            for part in parts {
+                out.extend_from_slice(part);
+            }
+            start..out.len()
+        };
+        let remaining = put(out, &[numbers.format(d.remaining).as_bytes()]);
+        let reset = put(out, &[numbers.format(d.reset_secs()).as_bytes()]);
+        let ratelimit = put(
+            out,
+            &[
+                b"\"",
+                verdict.policy.name.as_bytes(),
+                b"\";r=",
+                numbers.format(d.remaining).as_bytes(),
+                b";t=",
+                itoa::Buffer::new()
+                    .format(ratelimit_seconds(verdict))
+                    .as_bytes(),
+            ],
+        );
+        HeaderTexts {
+            remaining,
+            reset,
+            ratelimit,
+        }
+    }
+
+    pub(crate) fn remaining(&self, shared: &Bytes) -> HeaderValue {
+        digits(shared.slice(self.remaining.clone()))
+    }
+
+    pub(crate) fn reset(&self, shared: &Bytes) -> HeaderValue {
+        digits(shared.slice(self.reset.clone()))
+    }
+
+    pub(crate) fn ratelimit(&self, shared: &Bytes) -> Option<HeaderValue> {
+        HeaderValue::from_maybe_shared(shared.slice(self.ratelimit.clone())).ok()
+    }
+}
+
+/// A header value of decimal digits (always valid; `0` should it not be).
+fn digits(text: Bytes) -> HeaderValue {
+    HeaderValue::from_maybe_shared(text).unwrap_or(HeaderValue::from_static("0"))
 }

@@ -18,9 +18,9 @@ use std::time::{Duration, Instant};
 use arc_swap::ArcSwap;
 use async_trait::async_trait;
 use parking_lot::Mutex;
-use sluice_core::{Decision, Params};
 use sluice_store::{
-    BatchObserver, Check, OverrideStore, SettingKind, Store, StoreError, StoreKind, StoredSetting,
+    BatchObserver, Capabilities, Check, Decided, GroupCommit, OverrideStore, SettingKey,
+    SettingKind, Store, StoreError, StoreExt, StoreKind, StoredSetting, TlsFiles, Unspent,
 };
 
 use crate::service::clients::WithOverrides;
@@ -142,6 +142,10 @@ impl Watched {
     /// Watches `client` (its store and its keeper of the overrides), built from `settings`
     /// (and rebuilt from them).
     pub fn new(client: WithOverrides, settings: BackendSettings) -> Watched {
+        debug_assert!(
+            client.store.capabilities().keys.is_none(),
+            "a watched store is a Redis client, with no key table to pass on"
+        );
         Watched {
             kind: client.store.kind(),
             current: ArcSwap::from_pointee(client),
@@ -195,6 +199,10 @@ impl Watched {
     /// A new client from the settings in place of the current one; calls in flight finish
     /// on the old one, which closes once the last of them is done.
     fn rebuild(&self) {
+        self.rebuild_because(&format!("every check failed for {REBUILD_AFTER:?}"));
+    }
+
+    fn rebuild_because(&self, why: &str) {
         match crate::service::clients::with_overrides(&self.settings) {
             Ok(client) => {
                 if let Some(observer) = &*self.observer.lock() {
@@ -204,7 +212,7 @@ impl Watched {
                 tracing::warn!(
                     backend = %self.kind,
                     address = %self.address,
-                    "backend client rebuilt: every check failed for {REBUILD_AFTER:?}"
+                    "backend client rebuilt: {why}"
                 );
             }
             Err(err) => tracing::error!(
@@ -237,68 +245,31 @@ impl Store for Watched {
         self.kind
     }
 
-    async fn check(&self, check: &Check<'_>, now_ms: u64) -> Result<Decision, StoreError> {
+    /// The current client's bounds, and its group commit through this watch (so a rebuilt
+    /// client gets the observer too). A watched store is a Redis client: it keeps no key table.
+    fn capabilities(&self) -> Capabilities<'_> {
+        Capabilities {
+            bounds_its_calls: self.current.load().store.capabilities().bounds_its_calls,
+            keys: None,
+            groups: Some(self),
+            tls: Some(self),
+        }
+    }
+
+    async fn decide(&self, checks: &[Check<'_>], now_ms: u64) -> Result<Vec<Decided>, StoreError> {
         let mut pending = UnfinishedCall {
             watched: self,
             done: false,
         };
-        let result = self.store().check(check, now_ms).await;
+        let result = self.store().decide(checks, now_ms).await;
         pending.done = true;
         self.record(&result);
         result
     }
 
-    async fn check_all(
-        &self,
-        checks: &[Check<'_>],
-        now_ms: u64,
-    ) -> Result<Vec<Decision>, StoreError> {
-        let mut pending = UnfinishedCall {
-            watched: self,
-            done: false,
-        };
-        let result = self.store().check_all(checks, now_ms).await;
-        pending.done = true;
-        self.record(&result);
-        result
-    }
-
-    async fn check_with_candidate(
-        &self,
-        check: &Check<'_>,
-        candidate: &Params,
-        now_ms: u64,
-    ) -> Result<(Decision, Decision), StoreError> {
-        let mut pending = UnfinishedCall {
-            watched: self,
-            done: false,
-        };
-        let result = self
-            .store()
-            .check_with_candidate(check, candidate, now_ms)
-            .await;
-        pending.done = true;
-        self.record(&result);
-        result
-    }
-
-    async fn check_all_with_candidates(
-        &self,
-        checks: &[Check<'_>],
-        candidates: &[Option<Params>],
-        now_ms: u64,
-    ) -> Result<Vec<(Decision, Option<Decision>)>, StoreError> {
-        let mut pending = UnfinishedCall {
-            watched: self,
-            done: false,
-        };
-        let result = self
-            .store()
-            .check_all_with_candidates(checks, candidates, now_ms)
-            .await;
-        pending.done = true;
-        self.record(&result);
-        result
+    /// A Redis client never answers at once.
+    fn decide_now(&self, _: &Check<'_>, _: u64) -> Option<Result<Decided, StoreError>> {
+        None
     }
 
     /// Ready means checks get answers: not while the recent ones failed, then PING.
@@ -309,35 +280,25 @@ impl Store for Watched {
         self.store().ping().await
     }
 
-    fn tracked_keys(&self) -> Option<u64> {
-        self.store().tracked_keys()
-    }
-
-    fn bounds_its_calls(&self) -> bool {
-        self.store().bounds_its_calls()
-    }
-
-    fn housekeep(&self, now_ms: u64) {
-        self.store().housekeep(now_ms);
-    }
-
     /// Untracked, as the overrides: a lease returned says nothing about checks answered.
-    async fn give_back(
-        &self,
-        check: &Check<'_>,
-        token: u64,
-        now_ms: u64,
-    ) -> Result<(), StoreError> {
-        self.store().give_back(check, token, now_ms).await
+    async fn give_back(&self, unspent: &Unspent<'_>, now_ms: u64) -> Result<(), StoreError> {
+        self.store().give_back(unspent, now_ms).await
     }
+}
 
-    fn set_batch_observer(&self, observer: Arc<dyn BatchObserver>) {
+impl GroupCommit for Watched {
+    fn set_observer(&self, observer: Arc<dyn BatchObserver>) {
         *self.observer.lock() = Some(Arc::clone(&observer));
         self.store().set_batch_observer(observer);
     }
+}
 
-    fn evicted_keys(&self) -> Vec<(String, u64)> {
-        self.store().evicted_keys()
+impl TlsFiles for Watched {
+    /// A new client reads the TLS files again (the `redis` client keeps what it read).
+    fn reload_tls(&self) {
+        if self.settings.tls().is_some() {
+            self.rebuild_because("its TLS files are read again (SIGHUP)");
+        }
     }
 }
 
@@ -349,13 +310,8 @@ impl OverrideStore for Watched {
         self.overrides().put_setting(setting).await
     }
 
-    async fn delete_setting(
-        &self,
-        kind: SettingKind,
-        policy: &str,
-        tier: &str,
-    ) -> Result<bool, StoreError> {
-        self.overrides().delete_setting(kind, policy, tier).await
+    async fn delete_setting(&self, key: SettingKey<'_>) -> Result<bool, StoreError> {
+        self.overrides().delete_setting(key).await
     }
 
     async fn list_settings(&self, kind: SettingKind) -> Result<Vec<StoredSetting>, StoreError> {

@@ -7,7 +7,8 @@
 //! - [`compiled`]: the configuration as the daemon runs on it (sluice-config's policies,
 //!   each with its metric series, and the one load); [`overrides`]: the file's policies
 //!   merged with the run-time settings (limit overrides and candidates, applied as [`merge`]
-//!   says), and the loop that keeps them in sync.
+//!   says); [`snapshot`]: all the run-time settings decide, published whole; [`writer`]: the
+//!   one task that compiles and publishes them (reloads, the poll, admin changes).
 //! - [`stores`]: the stores the settings describe, built from the clients of [`clients`];
 //!   [`connect`]: the wait for them before the daemon serves; [`health`]: whether a Redis
 //!   backend's checks get answers.
@@ -27,7 +28,9 @@ pub mod limiter;
 pub(crate) mod merge;
 pub(crate) mod overrides;
 pub(crate) mod slo;
+pub mod snapshot;
 pub mod stores;
+pub mod writer;
 
 pub use app::App;
 pub use compiled::{Compiled, load};

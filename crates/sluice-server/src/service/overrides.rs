@@ -13,37 +13,21 @@
 //! fits.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
-use std::time::Duration;
 
-use parking_lot::Mutex;
-use sluice_store::{CandidateOverride, LimitOverride, OverrideStore, Settings, StoreError};
+use sluice_store::{CandidateOverride, LimitOverride, Settings};
 
 use super::merge::merged;
 use crate::service::compiled::PolicySet;
-use crate::service::limiter::Limiter;
 use sluice_config::policy::NO_TIER;
 use sluice_config::{FieldError, PolicyConfig};
 
-/// How often a daemon asks the backend whether the settings changed.
-pub const SYNC_EVERY: Duration = Duration::from_millis(250);
-
-/// The sources of the effective policies.
-#[derive(Debug)]
-pub struct RuntimeLimits {
-    state: Mutex<Sources>,
-    /// One [`sync`] at a time, from its version read to the policies swapped in: an admin
-    /// change's own sync must not find the version already taken by the poll's sync while that
-    /// one has not yet swapped its policies in (the change's answer would then describe, and
-    /// the next checks be decided on, the policies from before it).
-    syncing: tokio::sync::Mutex<()>,
-    /// Held from a compile of the sources to its policies swapped in ([`RuntimeLimits::publish`]),
-    /// so a reload and a sync cannot swap in each other's older set.
-    publishing: Mutex<()>,
-}
-
+/// The sources of the effective policies: the file's policies and the backend's settings as
+/// last read. A value: the one writer of the run-time settings
+/// ([`writer`](super::writer)) derives the next from it and publishes both in one
+/// [`Snapshot`](super::snapshot::Snapshot); readers validate admin changes against the one
+/// they loaded.
 #[derive(Debug, Clone)]
-struct Sources {
+pub struct RuntimeLimits {
     file: BTreeMap<String, PolicyConfig>,
     /// Every setting the backend holds, as last read (`version` 0 and empty: never read).
     stored: Settings,
@@ -53,7 +37,7 @@ struct Sources {
     in_force: Settings,
 }
 
-impl Sources {
+impl RuntimeLimits {
     fn compile(&self) -> Result<PolicySet, Vec<FieldError>> {
         PolicySet::compile(&merged(
             &self.file,
@@ -64,7 +48,7 @@ impl Sources {
 
     /// `self` with `stored` in force, as many of them as fit the file, and the policies they
     /// compile to; `Err` only when the file itself does not compile.
-    fn fitted(mut self, stored: Settings) -> Result<(Sources, PolicySet), Vec<FieldError>> {
+    fn fitted(mut self, stored: Settings) -> Result<(RuntimeLimits, PolicySet), Vec<FieldError>> {
         self.in_force = stored.clone();
         self.stored = stored;
         if let Ok(policies) = self.compile() {
@@ -175,41 +159,33 @@ impl CandidateSource {
 }
 
 impl RuntimeLimits {
-    /// Runs `f` (a compile of the sources and the swap of its policies into the limiter) with
-    /// no other such step between: what is swapped in last was compiled last.
-    pub fn publish<R>(&self, f: impl FnOnce() -> R) -> R {
-        let _one_at_a_time = self.publishing.lock();
-        f()
-    }
-
+    /// The file's policies, no stored setting read yet.
     pub fn new(file: BTreeMap<String, PolicyConfig>) -> Self {
         RuntimeLimits {
-            state: Mutex::new(Sources {
-                file,
-                stored: Settings::default(),
-                version: None,
-                in_force: Settings::default(),
-            }),
-            syncing: tokio::sync::Mutex::new(()),
-            publishing: Mutex::new(()),
+            file,
+            stored: Settings::default(),
+            version: None,
+            in_force: Settings::default(),
         }
     }
 
-    /// Replaces the file's policies (a reload), keeping the stored settings (those that fit
-    /// the new file are in force). The caller swaps the returned set in.
-    pub fn replace_file(
+    /// The version of the settings last read; `None`: never read.
+    pub fn version(&self) -> Option<u64> {
+        self.version
+    }
+
+    /// With the file's policies replaced (a reload), keeping the stored settings (those that
+    /// fit the new file are in force), and the policies they compile to.
+    pub fn with_file(
         &self,
         file: BTreeMap<String, PolicyConfig>,
-    ) -> Result<PolicySet, Vec<FieldError>> {
-        let mut state = self.state.lock();
-        let next = Sources {
+    ) -> Result<(RuntimeLimits, PolicySet), Vec<FieldError>> {
+        let next = RuntimeLimits {
             file,
-            ..state.clone()
+            ..self.clone()
         };
         let stored = next.stored.clone();
-        let (next, policies) = next.fitted(stored)?;
-        *state = next;
-        Ok(policies)
+        next.fitted(stored)
     }
 
     /// Checks that `change` would compile with the file and the settings in force, naming
@@ -229,8 +205,7 @@ impl RuntimeLimits {
     /// Whether `policy` has `tier` (`none`, a tier of the file, or one an override added);
     /// else the error naming the tiers it has.
     pub fn check_tier(&self, policy: &str, tier: &str) -> Result<(), OverrideError> {
-        let state = self.state.lock();
-        let policies = merged(&state.file, &state.in_force.limits, &[]);
+        let policies = merged(&self.file, &self.in_force.limits, &[]);
         let config = policies
             .get(policy)
             .ok_or_else(|| OverrideError::UnknownPolicy(policy.to_owned()))?;
@@ -247,12 +222,11 @@ impl RuntimeLimits {
     }
 
     fn validate_change(&self, change: Change) -> Result<(), OverrideError> {
-        let state = self.state.lock();
         let (_, policy, _) = change.names();
-        if !state.file.contains_key(policy) {
+        if !self.file.contains_key(policy) {
             return Err(OverrideError::UnknownPolicy(policy.to_owned()));
         }
-        let mut trial = state.clone();
+        let mut trial = self.clone();
         change.apply_to(&mut trial.in_force);
         // The settings in force compile with the file, so whatever fails is the change's.
         trial.compile().map(drop).map_err(|errors| {
@@ -270,9 +244,7 @@ impl RuntimeLimits {
 
     /// The run-time candidate of (policy, tier) in force, if any.
     pub fn admin_candidate(&self, policy: &str, tier: &str) -> Option<CandidateOverride> {
-        let state = self.state.lock();
-        state
-            .in_force
+        self.in_force
             .candidates
             .iter()
             .find(|c| c.policy == policy && c.tier == tier)
@@ -288,29 +260,30 @@ impl RuntimeLimits {
         }
     }
 
-    /// Takes the backend's settings; `Some` policies to swap in when anything changed.
-    fn adopt(&self, stored: Settings) -> Option<PolicySet> {
-        let mut state = self.state.lock();
+    /// With the backend's settings `stored` taken, and the policies they compile to when
+    /// anything but the version changed (`None`: nothing to publish).
+    pub fn adopt(&self, stored: Settings) -> (RuntimeLimits, Option<PolicySet>) {
         let version = stored.version;
         let unchanged = Settings {
-            version: state.stored.version,
+            version: self.stored.version,
             ..stored.clone()
         };
-        if state.stored == unchanged {
+        let mut next = RuntimeLimits {
+            version: Some(version),
+            ..self.clone()
+        };
+        if self.stored == unchanged {
             // The version moves on every write, a delete of nothing included: nothing to
             // compile, nothing to announce.
-            state.version = Some(version);
-            state.stored.version = version;
-            return None;
+            next.stored.version = version;
+            return (next, None);
         }
-        let next = Sources {
-            version: Some(version),
-            ..state.clone()
-        };
-        // The file compiled when it was taken, so this cannot fail; keep the state if it does.
-        let (next, policies) = next.fitted(stored).ok()?;
-        *state = next;
-        Some(policies)
+        // The file compiled when it was taken, so this cannot fail; keep the policies if it
+        // does.
+        match next.fitted(stored) {
+            Ok((next, policies)) => (next, Some(policies)),
+            Err(_) => (self.clone(), None),
+        }
     }
 }
 
@@ -320,51 +293,6 @@ fn request_field(path: &str) -> &str {
     match path.rsplit('.').next() {
         Some(field @ ("burst" | "window" | "algorithm")) => field,
         _ => "limit",
-    }
-}
-
-/// Brings `limits` and the policies of `limiter` up to the backend's settings when their
-/// version moved.
-pub async fn sync(
-    limits: &RuntimeLimits,
-    store: &dyn OverrideStore,
-    limiter: &Limiter,
-) -> Result<(), StoreError> {
-    let _one_at_a_time = limits.syncing.lock().await;
-    let version = store.version().await?;
-    if limits.state.lock().version == Some(version) {
-        return Ok(());
-    }
-    let settings = store.settings().await?;
-    let version = settings.version;
-    limits.publish(|| {
-        if let Some(policies) = limits.adopt(settings) {
-            limiter.replace_policies(policies);
-            tracing::info!(version, "run-time limits and candidates applied");
-        }
-    });
-    Ok(())
-}
-
-/// Polls the backend every [`SYNC_EVERY`] until `stop` resolves.
-pub async fn sync_loop(
-    limits: Arc<RuntimeLimits>,
-    store: Arc<dyn OverrideStore>,
-    limiter: Arc<Limiter>,
-    stop: impl std::future::Future<Output = ()>,
-) {
-    let mut ticks = tokio::time::interval(SYNC_EVERY);
-    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    tokio::pin!(stop);
-    loop {
-        tokio::select! {
-            _ = &mut stop => return,
-            _ = ticks.tick() => {
-                if let Err(err) = sync(&limits, &*store, &limiter).await {
-                    tracing::debug!(error = %err, "could not read the run-time settings");
-                }
-            }
-        }
     }
 }
 
@@ -413,19 +341,19 @@ mod tests {
     fn an_override_replaces_or_adds_a_tier_and_survives_a_file_reload() {
         let limits = RuntimeLimits::new(file(100));
         let both = vec![change("pro", 7, Some(9)), change("gold", 50, None)];
-        let set = limits.adopt(stored(1, both.clone(), vec![])).unwrap();
+        let (limits, set) = limits.adopt(stored(1, both.clone(), vec![]));
+        let set = set.unwrap();
         assert_eq!(limit_of(&set, "pro"), (7, 9));
         assert_eq!(
             limit_of(&set, "gold"),
             (50, 50),
             "burst defaults to the tier's limit"
         );
-        assert!(
-            limits.adopt(stored(2, both, vec![])).is_none(),
-            "nothing changed, nothing to swap"
-        );
+        let (limits, set) = limits.adopt(stored(2, both, vec![]));
+        assert!(set.is_none(), "nothing changed, nothing to swap");
+        assert_eq!(limits.version(), Some(2));
 
-        let reloaded = limits.replace_file(file(200)).unwrap();
+        let (_, reloaded) = limits.with_file(file(200)).unwrap();
         assert_eq!(
             limit_of(&reloaded, "pro"),
             (7, 9),
@@ -460,14 +388,12 @@ mod tests {
 
     #[test]
     fn a_stored_setting_that_no_longer_fits_is_skipped_not_fatal() {
-        let limits = RuntimeLimits::new(file(100));
-        let set = limits
-            .adopt(stored(
-                3,
-                vec![change("pro", 0, None), change("gold", 5, None)],
-                vec![candidate("pro", 0), candidate("none", 150)],
-            ))
-            .unwrap();
+        let (limits, set) = RuntimeLimits::new(file(100)).adopt(stored(
+            3,
+            vec![change("pro", 0, None), change("gold", 5, None)],
+            vec![candidate("pro", 0), candidate("none", 150)],
+        ));
+        let set = set.unwrap();
         assert_eq!(limit_of(&set, "pro"), (1000, 1000), "the file's tier stays");
         assert_eq!(limit_of(&set, "gold"), (5, 5));
         let public = set.get("public").unwrap();
@@ -497,9 +423,7 @@ mod tests {
             "policy \"public\" has no tier \"gold\"; its tiers are none, pro"
         );
         // An override that adds the tier makes it one the candidate may judge.
-        limits
-            .adopt(stored(1, vec![change("gold", 50, None)], vec![]))
-            .unwrap();
+        let (limits, _) = limits.adopt(stored(1, vec![change("gold", 50, None)], vec![]));
         assert_eq!(limits.validate_candidate(&candidate("gold", 60)), Ok(()));
 
         for (bad, field) in [
@@ -536,14 +460,12 @@ mod tests {
 
     #[test]
     fn a_reload_keeps_run_time_candidates_and_a_stored_one_applies_once_it_fits() {
-        let limits = RuntimeLimits::new(file(100));
-        let set = limits
-            .adopt(stored(
-                1,
-                vec![],
-                vec![candidate("none", 150), candidate("gold", 60)],
-            ))
-            .unwrap();
+        let (limits, set) = RuntimeLimits::new(file(100)).adopt(stored(
+            1,
+            vec![],
+            vec![candidate("none", 150), candidate("gold", 60)],
+        ));
+        let set = set.unwrap();
         let public = set.get("public").unwrap();
         assert_eq!(public.base.candidate.unwrap().limit, 150);
         assert!(!public.tiers.contains_key("gold"), "no tier gold to judge");
@@ -558,7 +480,7 @@ mod tests {
             .unwrap()
             .tiers
             .insert("gold".into(), gold);
-        let reloaded = limits.replace_file(with_gold).unwrap();
+        let (_, reloaded) = limits.with_file(with_gold).unwrap();
         let public = reloaded.get("public").unwrap();
         assert_eq!(public.base.params.limit, 120);
         assert_eq!(public.base.candidate.unwrap().limit, 150, "kept");

@@ -104,7 +104,8 @@ impl StatusWindow {
 fn snapshot(limiter: &Limiter, now_ms: u64) -> Snapshot {
     let (none, other): (Arc<str>, Arc<str>) = (NO_TIER.into(), OTHER.into());
     let totals = limiter
-        .policies()
+        .snapshot()
+        .policies
         .iter()
         .map(|policy| {
             let (tiers, endpoints) = labels(policy, &none, &other);

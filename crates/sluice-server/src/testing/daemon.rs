@@ -68,7 +68,9 @@ impl Daemon {
             &settings.settings.region,
         )
         .await;
-        Daemon::serving_with(App::new(settings, stores, time), clock, connections).await
+        let tls = settings.settings.listen.tls.clone();
+        let app = App::new(settings, stores, time);
+        Daemon::serving_listen(app, clock, connections, tls).await
     }
 
     /// A daemon serving `app`; `clock` is the one the test moves.
@@ -83,6 +85,21 @@ impl Daemon {
         clock: Arc<ManualClock>,
         connections: ConnectionSettings,
     ) -> Daemon {
+        Daemon::serving_listen(app, clock, connections, None).await
+    }
+
+    /// As [`serving_with`](Self::serving_with), the TCP listeners behind `tls` when set
+    /// (`[listen.tls]` of the config).
+    async fn serving_listen(
+        app: App,
+        clock: Arc<ManualClock>,
+        connections: ConnectionSettings,
+        tls: Option<sluice_config::ListenTls>,
+    ) -> Daemon {
+        let tls = tls.map(|tls| {
+            let errors = app.limiter.metrics().tls_handshake_errors.clone();
+            server::tls::ListenerTls::new(tls.files, connections.header_timeout, errors).unwrap()
+        });
         let dir = tempfile::tempdir().unwrap();
         let socket = dir.path().join("sluiced.sock");
         let unix = server::bind_unix(&socket, 0o660).unwrap();
@@ -105,6 +122,7 @@ impl Daemon {
             grpc_unix: Some(grpc_unix),
             resp_unix: Some(resp_unix),
             connections,
+            tls,
             ..Listeners::default()
         };
         let task = tokio::spawn(crate::daemon::serve(app.clone(), listeners, async move {

@@ -3,7 +3,12 @@
 
 use async_trait::async_trait;
 use sluice_core::Decision;
-use sluice_store::{Check, Store, StoreError, StoreKind};
+use sluice_store::{Capabilities, Check, Decided, Store, StoreError, StoreKind, Unspent};
+
+/// What [`Down`] answers every call.
+fn refused<T>() -> Result<T, StoreError> {
+    Err(StoreError::Unavailable("connection refused".into()))
+}
 
 /// A backend that refuses every connection.
 #[derive(Debug)]
@@ -14,14 +19,20 @@ impl Store for Down {
     fn kind(&self) -> StoreKind {
         StoreKind::Redis
     }
-    async fn check(&self, _: &Check<'_>, _: u64) -> Result<Decision, StoreError> {
-        Err(StoreError::Unavailable("connection refused".into()))
+    fn capabilities(&self) -> Capabilities<'_> {
+        Capabilities::default()
     }
-    async fn check_all(&self, _: &[Check<'_>], _: u64) -> Result<Vec<Decision>, StoreError> {
-        Err(StoreError::Unavailable("connection refused".into()))
+    async fn decide(&self, _: &[Check<'_>], _: u64) -> Result<Vec<Decided>, StoreError> {
+        refused()
+    }
+    fn decide_now(&self, _: &Check<'_>, _: u64) -> Option<Result<Decided, StoreError>> {
+        None
     }
     async fn ping(&self) -> Result<(), StoreError> {
-        Err(StoreError::Unavailable("connection refused".into()))
+        refused()
+    }
+    async fn give_back(&self, _: &Unspent<'_>, _: u64) -> Result<(), StoreError> {
+        refused()
     }
 }
 
@@ -34,10 +45,20 @@ impl Store for Hung {
     fn kind(&self) -> StoreKind {
         StoreKind::Redis
     }
-    async fn check(&self, _: &Check<'_>, _: u64) -> Result<Decision, StoreError> {
+    fn capabilities(&self) -> Capabilities<'_> {
+        Capabilities::default()
+    }
+    async fn decide(&self, _: &[Check<'_>], _: u64) -> Result<Vec<Decided>, StoreError> {
         std::future::pending().await
     }
-    async fn check_all(&self, _: &[Check<'_>], _: u64) -> Result<Vec<Decision>, StoreError> {
+    fn decide_now(&self, _: &Check<'_>, _: u64) -> Option<Result<Decided, StoreError>> {
+        None
+    }
+    /// PING still answers: a hung backend is found by its checks.
+    async fn ping(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
+    async fn give_back(&self, _: &Unspent<'_>, _: u64) -> Result<(), StoreError> {
         std::future::pending().await
     }
 }
@@ -54,19 +75,34 @@ impl Store for Gate {
     fn kind(&self) -> StoreKind {
         StoreKind::Memory
     }
-    async fn check(&self, check: &Check<'_>, now_ms: u64) -> Result<Decision, StoreError> {
+    fn capabilities(&self) -> Capabilities<'_> {
+        Capabilities::default()
+    }
+    /// Holds the call until released, then allows every check.
+    async fn decide(&self, checks: &[Check<'_>], now_ms: u64) -> Result<Vec<Decided>, StoreError> {
         self.entered.notify_one();
         self.release.notified().await;
-        Ok(Decision {
+        let allowed = |check: &Check<'_>| Decision {
             allowed: true,
             limit: check.params.limit,
-            remaining: check.params.limit - check.cost,
+            remaining: check.params.limit.saturating_sub(check.cost),
             reset_ms: now_ms,
             retry_after_ms: 0,
             delay_ms: 0,
-        })
+        };
+        Ok(checks
+            .iter()
+            .map(|check| Decided::of(allowed(check), check.candidate.map(|_| allowed(check))))
+            .collect())
     }
-    async fn check_all(&self, _: &[Check<'_>], _: u64) -> Result<Vec<Decision>, StoreError> {
-        Err(StoreError::Backend("not used".into()))
+    /// Never at once: a check must be provably in flight.
+    fn decide_now(&self, _: &Check<'_>, _: u64) -> Option<Result<Decided, StoreError>> {
+        None
+    }
+    async fn ping(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
+    async fn give_back(&self, _: &Unspent<'_>, _: u64) -> Result<(), StoreError> {
+        Ok(())
     }
 }

@@ -90,3 +90,4 @@ pub async fn metrics(client: &sluice_client::Client) -> String {
         .unwrap();
     String::from_utf8(raw.body.to_vec()).unwrap()
 }
+pub mod daemon;

@@ -8,12 +8,12 @@ use sluice_core::{Decision, State};
 
 use super::MemoryStore;
 use super::shard::Shard;
-use crate::store::cancels_batch;
-use crate::{Check, StoreError};
+use crate::error::StoreError;
+use crate::store::{Check, cancels_batch};
 
 impl MemoryStore {
     /// Decides every check; stores the new states only if every one is allowed (see
-    /// [`Store::check_all`](crate::Store::check_all)).
+    /// [`Store::decide`](crate::store::Store::decide)).
     pub(super) fn decide_all(
         &self,
         checks: &[Check<'_>],
@@ -85,8 +85,8 @@ impl MemoryStore {
 #[cfg(test)]
 mod tests {
     use super::super::testing::{T0, check, fixed};
-    use crate::Store;
     use crate::memory::MemoryStore;
+    use crate::store::StoreExt;
 
     #[tokio::test]
     async fn a_denied_batch_consumes_nothing() {

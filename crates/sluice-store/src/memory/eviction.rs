@@ -145,7 +145,7 @@ mod tests {
     use super::super::testing::{GRACE_MS, T0, check, fixed, one};
     use super::super::{MemoryStore, MemoryStoreConfig};
     use super::*;
-    use crate::{Check, Store};
+    use crate::store::{Check, KeyTable, StoreExt};
 
     /// One shard of at most 64 keys: eviction on almost every new key.
     fn small_store() -> MemoryStore {
@@ -168,7 +168,7 @@ mod tests {
                 .check(&check(&key, fixed(5, 1000), 1), T0)
                 .await
                 .unwrap();
-            assert!(store.tracked_keys().unwrap() <= 64);
+            assert!(store.tracked() <= 64);
         }
         let survivor = store.check(&check("long", long, 0), T0).await.unwrap();
         assert_eq!(survivor.remaining, 4, "the long-lived key was not evicted");
@@ -203,7 +203,7 @@ mod tests {
                     let key = format!("flood-{i}");
                     let check = one(flood_policy, &key, flood);
                     assert!(store.check(&check, T0 + 1 + i).await.unwrap().allowed);
-                    assert!(store.tracked_keys().unwrap() <= 6400);
+                    assert!(store.tracked() <= 6400);
                 }
                 let mut back = 0;
                 for key in &exhausted {
@@ -247,8 +247,8 @@ mod tests {
                 .await
                 .unwrap();
         }
-        let full = Some(EVICTION_SAMPLES as u64);
-        assert_eq!(store.tracked_keys(), full);
+        let full = EVICTION_SAMPLES as u64;
+        assert_eq!(store.tracked(), full);
         // A second and the grace later the short keys are fresh again, and no check stamped
         // before they were can still arrive: new keys replace them one by one.
         let later = T0 + 1000 + GRACE_MS;
@@ -257,17 +257,13 @@ mod tests {
                 .check(&check(&format!("new-{i}"), long, 1), later)
                 .await
                 .unwrap();
-            assert_eq!(store.tracked_keys(), full, "one key forgotten per new key");
+            assert_eq!(store.tracked(), full, "one key forgotten per new key");
         }
-        assert!(
-            store.evicted_keys().is_empty(),
-            "{:?}",
-            store.evicted_keys()
-        );
+        assert!(store.evicted().is_empty(), "{:?}", store.evicted());
         assert_all_kept(&store, half, long, later).await;
         // Now every key is live: a new one costs one of the keys with most left (new-*).
         store.check(&check("newest", long, 1), later).await.unwrap();
-        assert_eq!(store.evicted_keys(), vec![("p".to_owned(), 1)]);
+        assert_eq!(store.evicted(), vec![("p".to_owned(), 1)]);
         assert_all_kept(&store, half, long, later).await;
     }
 
@@ -301,7 +297,7 @@ mod tests {
             d.remaining, 0,
             "the exhausted key of the small tier was forgotten"
         );
-        assert_eq!(store.evicted_keys(), vec![("p".to_owned(), 137)]);
+        assert_eq!(store.evicted(), vec![("p".to_owned(), 137)]);
     }
 
     /// The bound holds for a `max_keys` below the shard count or not a multiple of it.
@@ -318,10 +314,7 @@ mod tests {
                     .check(&check(&key, fixed(5, 60_000), 1), T0)
                     .await
                     .unwrap();
-                assert!(
-                    store.tracked_keys().unwrap() <= max_keys,
-                    "max_keys {max_keys}"
-                );
+                assert!(store.tracked() <= max_keys, "max_keys {max_keys}");
             }
         }
     }

@@ -35,10 +35,13 @@ use sluice_core::{Counting, Decision, Params, SplitMix, State, candidate_decisio
 use self::keys::{Expiry, hash_of};
 use self::overrides::Overrides;
 use self::shard::Shard;
-use crate::store::candidate_check;
-use crate::{
-    Check, MemoryStoreConfig, OverrideStore, SettingKind, Store, StoreError, StoreKind,
-    StoredSetting, candidate_policy,
+use sluice_config::backend::MemoryStoreConfig;
+
+use crate::error::StoreError;
+use crate::settings::{SettingKey, SettingKind, StoredSetting};
+use crate::store::{
+    Capabilities, Check, Decided, KeyTable, OverrideStore, Store, StoreKind, Unspent,
+    candidate_check, candidate_policy,
 };
 
 /// In-process store with sharded locking and bounded memory.
@@ -110,31 +113,45 @@ impl MemoryStore {
         }
     }
 
-    /// Decides one check under its shard's lock.
-    fn decide(&self, check: &Check<'_>, now_ms: u64) -> Result<Decision, StoreError> {
-        let (hash, at) = self.locate(check.policy, check.key);
-        let mut shard = self.shards[at].lock();
-        self.decide_in(&mut shard, hash, check, now_ms)
-    }
-
-    /// Decides `check` and, beside it, the candidate limit `candidate` under one lock: the
-    /// candidate's state lives in its check's shard, as a key of the policy
-    /// [`candidate_policy`]`(policy)` (so it is tracked, bounded by `max_keys`, evicted and
-    /// forgotten like any other key, and counted under that name).
-    fn decide_with_candidate(
-        &self,
-        check: &Check<'_>,
-        candidate: &Params,
-        now_ms: u64,
-    ) -> Result<(Decision, Decision), StoreError> {
+    /// Decides one check under its shard's lock and, when it carries a candidate limit, the
+    /// candidate under the same lock: the candidate's state lives in its check's shard, as a
+    /// key of the policy [`candidate_policy`]`(policy)` (so it is tracked, bounded by
+    /// `max_keys`, evicted and forgotten like any other key, and counted under that name).
+    fn decide_one(&self, check: &Check<'_>, now_ms: u64) -> Result<Decided, StoreError> {
         let (hash, at) = self.locate(check.policy, check.key);
         let mut shard = self.shards[at].lock();
         let decision = self.decide_in(&mut shard, hash, check, now_ms)?;
-        Ok((decision, self.judge(&mut shard, check, candidate, now_ms)?))
+        let candidate = match &check.candidate {
+            Some(candidate) => Some(self.judge(&mut shard, check, candidate, now_ms)?),
+            None => None,
+        };
+        Ok(Decided {
+            decision,
+            candidate,
+        })
+    }
+
+    /// An all-or-nothing batch ([`batch`]), then the candidates of its checks, each alone.
+    fn decide_batch(&self, checks: &[Check<'_>], now_ms: u64) -> Result<Vec<Decided>, StoreError> {
+        let decisions = self.decide_all(checks, now_ms)?;
+        decisions
+            .into_iter()
+            .zip(checks)
+            .map(|(decision, check)| {
+                let candidate = match &check.candidate {
+                    Some(params) => Some(self.decide_candidate(check, params, now_ms)?),
+                    None => None,
+                };
+                Ok(Decided {
+                    decision,
+                    candidate,
+                })
+            })
+            .collect()
     }
 
     /// Decides the candidate limit `candidate` of `check` alone (a batch's candidates, after
-    /// the batch), on the state [`decide_with_candidate`](Self::decide_with_candidate) keeps.
+    /// the batch), on the state [`decide_one`](Self::decide_one) keeps.
     fn decide_candidate(
         &self,
         check: &Check<'_>,
@@ -221,66 +238,42 @@ impl Store for MemoryStore {
         StoreKind::Memory
     }
 
-    async fn check(&self, check: &Check<'_>, now_ms: u64) -> Result<Decision, StoreError> {
-        self.decide(check, now_ms)
+    fn capabilities(&self) -> Capabilities<'_> {
+        Capabilities {
+            bounds_its_calls: false,
+            keys: Some(self),
+            groups: None,
+            tls: None,
+        }
     }
 
-    fn check_now(&self, check: &Check<'_>, now_ms: u64) -> Option<Result<Decision, StoreError>> {
-        Some(self.decide(check, now_ms))
+    async fn decide(&self, checks: &[Check<'_>], now_ms: u64) -> Result<Vec<Decided>, StoreError> {
+        match checks {
+            [one] => Ok(vec![self.decide_one(one, now_ms)?]),
+            _ => self.decide_batch(checks, now_ms),
+        }
     }
 
-    async fn check_all(
-        &self,
-        checks: &[Check<'_>],
-        now_ms: u64,
-    ) -> Result<Vec<Decision>, StoreError> {
-        self.decide_all(checks, now_ms)
+    fn decide_now(&self, check: &Check<'_>, now_ms: u64) -> Option<Result<Decided, StoreError>> {
+        Some(self.decide_one(check, now_ms))
     }
 
-    async fn check_with_candidate(
-        &self,
-        check: &Check<'_>,
-        candidate: &Params,
-        now_ms: u64,
-    ) -> Result<(Decision, Decision), StoreError> {
-        self.decide_with_candidate(check, candidate, now_ms)
+    async fn ping(&self) -> Result<(), StoreError> {
+        Ok(())
     }
 
-    fn check_with_candidate_now(
-        &self,
-        check: &Check<'_>,
-        candidate: &Params,
-        now_ms: u64,
-    ) -> Option<Result<(Decision, Decision), StoreError>> {
-        Some(self.decide_with_candidate(check, candidate, now_ms))
+    /// Nothing is leased from process memory: there is nothing to give back.
+    async fn give_back(&self, _: &Unspent<'_>, _: u64) -> Result<(), StoreError> {
+        Ok(())
+    }
+}
+
+impl KeyTable for MemoryStore {
+    fn tracked(&self) -> u64 {
+        self.keys.load(Ordering::Relaxed)
     }
 
-    async fn check_all_with_candidates(
-        &self,
-        checks: &[Check<'_>],
-        candidates: &[Option<Params>],
-        now_ms: u64,
-    ) -> Result<Vec<(Decision, Option<Decision>)>, StoreError> {
-        let decisions = self.decide_all(checks, now_ms)?;
-        let mut candidates = candidates.iter();
-        decisions
-            .into_iter()
-            .zip(checks)
-            .map(|(decision, check)| match candidates.next() {
-                Some(Some(params)) => Ok((
-                    decision,
-                    Some(self.decide_candidate(check, params, now_ms)?),
-                )),
-                _ => Ok((decision, None)),
-            })
-            .collect()
-    }
-
-    fn tracked_keys(&self) -> Option<u64> {
-        Some(self.keys.load(Ordering::Relaxed))
-    }
-
-    fn evicted_keys(&self) -> Vec<(String, u64)> {
+    fn evicted(&self) -> Vec<(String, u64)> {
         let mut totals: BTreeMap<String, u64> = BTreeMap::new();
         for shard in self.shards.iter() {
             for (policy, count) in &shard.lock().evicted {
@@ -308,13 +301,8 @@ impl OverrideStore for MemoryStore {
         Ok(())
     }
 
-    async fn delete_setting(
-        &self,
-        kind: SettingKind,
-        policy: &str,
-        tier: &str,
-    ) -> Result<bool, StoreError> {
-        Ok(self.overrides.lock().delete(kind, policy, tier))
+    async fn delete_setting(&self, key: SettingKey<'_>) -> Result<bool, StoreError> {
+        Ok(self.overrides.lock().delete(key))
     }
 
     async fn list_settings(&self, kind: SettingKind) -> Result<Vec<StoredSetting>, StoreError> {
@@ -334,6 +322,7 @@ mod tests {
 
     use super::testing::{GRACE_MS, T0, check, fixed};
     use super::*;
+    use crate::store::StoreExt;
 
     #[tokio::test]
     async fn housekeeping_forgets_expired_keys_only() {
@@ -346,12 +335,12 @@ mod tests {
             .check(&check("b", fixed(5, 60_000), 1), T0)
             .await
             .unwrap();
-        assert_eq!(store.tracked_keys(), Some(2));
+        assert_eq!(store.tracked(), 2);
         // Within the grace past its expiry, a key is kept for checks stamped before it.
         store.housekeep(T0 + 1000 + GRACE_MS - 1);
-        assert_eq!(store.tracked_keys(), Some(2));
+        assert_eq!(store.tracked(), 2);
         store.housekeep(T0 + 1000 + GRACE_MS);
-        assert_eq!(store.tracked_keys(), Some(1));
+        assert_eq!(store.tracked(), 1);
         let b = store
             .check(&check("b", fixed(5, 60_000), 0), T0 + 1000)
             .await
@@ -366,7 +355,7 @@ mod tests {
             .check(&check("a", fixed(5, 1000), 0), T0)
             .await
             .unwrap();
-        assert_eq!(store.tracked_keys(), Some(0));
+        assert_eq!(store.tracked(), 0);
     }
 
     #[test]
@@ -384,9 +373,10 @@ mod tests {
         };
         let judged = |store: &MemoryStore| {
             store
-                .check_with_candidate_now(&check, &candidate, T0)
+                .decide_now(&check.judged_by(candidate), T0)
                 .and_then(Result::ok)
-                .map(|(_, judged)| judged.allowed)
+                .and_then(|decided| decided.candidate)
+                .map(|judged| judged.allowed)
         };
         assert_eq!(judged(&store), Some(true));
         assert_eq!(judged(&store), Some(false));
@@ -410,30 +400,30 @@ mod tests {
                 .unwrap();
         }
         // Four keys, each with its candidate's state: eight tracked.
-        assert_eq!(store.tracked_keys(), Some(8));
+        assert_eq!(store.tracked(), 8);
         // The candidates' states (a 1 s window) are swept as soon as they are fresh again.
         store.housekeep(T0 + 1000 + GRACE_MS);
-        assert_eq!(store.tracked_keys(), Some(4));
+        assert_eq!(store.tracked(), 4);
         // Past `max_keys`, a full table forgets keys of either kind; the count stays bounded.
         for key in &keys[4..] {
             let check = check(key, limit, 1);
             let (decision, judged) = store
-                .check_with_candidate_now(&check, &candidate, T0 + 2000)
-                .unwrap()
+                .check_with_candidate(&check, &candidate, T0 + 2000)
+                .await
                 .unwrap();
             assert!(decision.allowed && judged.allowed);
         }
-        assert_eq!(store.tracked_keys(), Some(8));
-        let evicted: u64 = store.evicted_keys().iter().map(|(_, n)| n).sum();
+        assert_eq!(store.tracked(), 8);
+        let evicted: u64 = store.evicted().iter().map(|(_, n)| n).sum();
         // 4 + 2 × 8 stored, 8 kept, none of the forgotten fresh yet.
-        assert_eq!(evicted, 12, "{:?}", store.evicted_keys());
+        assert_eq!(evicted, 12, "{:?}", store.evicted());
         assert!(
             store
-                .evicted_keys()
+                .evicted()
                 .iter()
                 .any(|(policy, _)| policy == "p#candidate"),
             "{:?}",
-            store.evicted_keys()
+            store.evicted()
         );
     }
 

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::{SettingKind, StoredSetting};
+use crate::settings::{SettingKey, SettingKind, StoredSetting};
 
 /// The settings and their version.
 #[derive(Debug, Default)]
@@ -23,7 +23,7 @@ impl Overrides {
     }
 
     /// Removes the setting of `kind` of (policy, tier); whether there was one.
-    pub(super) fn delete(&mut self, kind: SettingKind, policy: &str, tier: &str) -> bool {
+    pub(super) fn delete(&mut self, SettingKey { kind, policy, tier }: SettingKey<'_>) -> bool {
         self.version += 1;
         self.by_tier
             .remove(&(kind, policy.to_owned(), tier.to_owned()))

@@ -6,7 +6,7 @@ use ahash::RandomState;
 use sluice_core::{SplitMix, State};
 
 use super::keys::{Entry, Expiry, KeyText, Keys, Slot};
-use crate::Check;
+use crate::store::Check;
 
 /// One shard: per policy (few, scanned linearly), the keys of that policy. Two levels so a
 /// lookup needs no allocated `policy:key` string.

@@ -5,7 +5,7 @@
 
 use sluice_core::Decision;
 
-use crate::StoreError;
+use crate::error::StoreError;
 
 /// What one check or batch script answers for one check.
 #[derive(Debug, Clone, Copy)]

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, SemaphorePermit};
 
-use crate::StoreError;
+use crate::error::StoreError;
 
 /// Floor of the timeout of admin commands: an operator can wait longer than a check.
 const ADMIN_TIMEOUT: Duration = Duration::from_millis(500);

@@ -9,19 +9,18 @@
 //! check goes in the check's own call (its keys share the check's hash tag, so its slot);
 //! a cost beyond the candidate's capacity is sent as a peek and answered as a rejection.
 
-use std::sync::Arc;
-
 use async_trait::async_trait;
 use sluice_core::{CheckError, Decision, Params, candidate_cost, candidate_decision};
 
 use super::answers::{FIELDS, Outcome, outcome};
 use super::group;
 use super::keys;
-use super::lanes::{CheckCall, Decided, Entry};
+use super::lanes::{CheckCall, Entry};
 use super::runner::ScriptRunner;
 use super::script_store::ScriptStore;
 use super::scripts::{ScriptId, algorithm_code};
-use crate::{BatchObserver, Check, Store, StoreError, StoreKind};
+use crate::error::StoreError;
+use crate::store::{Capabilities, Check, Decided, Store, StoreKind, Unspent};
 
 #[async_trait]
 impl<C: ScriptRunner + ?Sized> Store for ScriptStore<C> {
@@ -29,62 +28,35 @@ impl<C: ScriptRunner + ?Sized> Store for ScriptStore<C> {
         self.client().kind()
     }
 
-    async fn check(&self, check: &Check<'_>, now_ms: u64) -> Result<Decision, StoreError> {
-        one(self, check, None, now_ms)
-            .await
-            .map(|(decision, _)| decision)
-    }
-
-    async fn check_all(
-        &self,
-        checks: &[Check<'_>],
-        now_ms: u64,
-    ) -> Result<Vec<Decision>, StoreError> {
-        let decided = all(self, checks, &[], now_ms).await?;
-        Ok(decided.into_iter().map(|(decision, _)| decision).collect())
-    }
-
-    /// One script call for both: two entries of the group script, side by side.
-    async fn check_with_candidate(
-        &self,
-        check: &Check<'_>,
-        candidate: &Params,
-        now_ms: u64,
-    ) -> Result<(Decision, Decision), StoreError> {
-        match one(self, check, Some(candidate), now_ms).await? {
-            (decision, Some(judged)) => Ok((decision, judged)),
-            (_, None) => Err(StoreError::Backend("a candidate was not decided".into())),
+    fn capabilities(&self) -> Capabilities<'_> {
+        Capabilities {
+            bounds_its_calls: true,
+            keys: None,
+            groups: Some(self.groups()),
+            tls: None,
         }
     }
 
-    /// The candidates in the batch's own calls, judged after its all-or-nothing part.
-    async fn check_all_with_candidates(
-        &self,
-        checks: &[Check<'_>],
-        candidates: &[Option<Params>],
-        now_ms: u64,
-    ) -> Result<Vec<(Decision, Option<Decision>)>, StoreError> {
-        all(self, checks, candidates, now_ms).await
+    /// A lone check (and its candidate) in one script call, grouped with the checks queued
+    /// behind a call in flight on its lane; a batch in one call per slot, its candidates in
+    /// the call of their check's slot, judged after its all-or-nothing part.
+    async fn decide(&self, checks: &[Check<'_>], now_ms: u64) -> Result<Vec<Decided>, StoreError> {
+        match checks {
+            [check] => Ok(vec![one(self, check, now_ms).await?]),
+            _ => all(self, checks, now_ms).await,
+        }
     }
 
-    fn bounds_its_calls(&self) -> bool {
-        true
+    fn decide_now(&self, _: &Check<'_>, _: u64) -> Option<Result<Decided, StoreError>> {
+        None
     }
 
     async fn ping(&self) -> Result<(), StoreError> {
         self.bounds().ping(self.client().ping()).await
     }
 
-    fn set_batch_observer(&self, observer: Arc<dyn BatchObserver>) {
-        self.groups().set_observer(observer);
-    }
-
-    async fn give_back(
-        &self,
-        check: &Check<'_>,
-        token: u64,
-        now_ms: u64,
-    ) -> Result<(), StoreError> {
+    async fn give_back(&self, unspent: &Unspent<'_>, now_ms: u64) -> Result<(), StoreError> {
+        let Unspent { check, token } = unspent;
         validate(check)?;
         let keys = [keys::limit_keys(
             &self.layout().prefix,
@@ -96,7 +68,7 @@ impl<C: ScriptRunner + ?Sized> Store for ScriptStore<C> {
         self.bounds()
             .call(async {
                 self.client().routable().await?;
-                refund(self, checks, &keys, &[(0, token)], now_ms).await
+                refund(self, checks, &keys, &[(0, *token)], now_ms).await
             })
             .await
     }
@@ -161,9 +133,9 @@ fn push_params(args: &mut Vec<String>, params: &Params, cost: u64) {
 async fn one<C: ScriptRunner + ?Sized>(
     store: &ScriptStore<C>,
     check: &Check<'_>,
-    candidate: Option<&Params>,
     now_ms: u64,
 ) -> Result<Decided, StoreError> {
+    let candidate = check.candidate.as_ref();
     validate(check)?;
     let prefix = &store.layout().prefix;
     let keys = keys::limit_keys(prefix, check.policy, check.key, check.params.algorithm);
@@ -179,11 +151,17 @@ async fn one<C: ScriptRunner + ?Sized>(
         candidate: candidate_entry,
         now_ms,
     };
-    let (decision, answered) = send(store, call).await?;
-    let judged = candidate
+    let Decided {
+        decision,
+        candidate: answered,
+    } = send(store, call).await?;
+    let candidate = candidate
         .zip(answered)
         .map(|(params, answered)| candidate_decision(check.cost, params, answered));
-    Ok((decision, judged))
+    Ok(Decided {
+        decision,
+        candidate,
+    })
 }
 
 /// The candidate `params` of `check` decided alone, on its keys under the check's hash tag:
@@ -200,7 +178,7 @@ pub(crate) async fn candidate_alone<C: ScriptRunner + ?Sized>(
         candidate: None,
         now_ms,
     };
-    let (answered, _) = send(store, call).await?;
+    let answered = send(store, call).await?.decision;
     Ok(candidate_decision(check.cost, params, answered))
 }
 
@@ -316,11 +294,11 @@ async fn refund<C: ScriptRunner + ?Sized>(
 
 /// All-or-nothing checks, grouped by slot (one group on a single server): each group is one
 /// `batch` call (all groups concurrently), and if any group was denied the groups that
-/// committed are refunded. `candidates[i]`, when set, is judged beside `checks[i]` in the
-/// call of its slot (its keys share the check's hash tag), on its own and never refunded:
+/// committed are refunded. A check's candidate, when it carries one, is judged beside it in
+/// the call of its slot (its keys share the check's hash tag), on its own and never refunded:
 /// it consumed when it alone would allow, whatever the batch's answer.
 ///
-/// Results follow [`Store::check_all`](crate::Store::check_all): when the batch is denied,
+/// Results follow [`Store::decide`]: when the batch is denied,
 /// `remaining` and `reset` describe the state before it and `delay_ms` is 0.
 ///
 /// A batch over several slots runs in a task of its own, holding its in-flight permit: if
@@ -330,7 +308,6 @@ async fn refund<C: ScriptRunner + ?Sized>(
 async fn all<C: ScriptRunner + ?Sized>(
     store: &ScriptStore<C>,
     checks: &[Check<'_>],
-    candidates: &[Option<Params>],
     now_ms: u64,
 ) -> Result<Vec<Decided>, StoreError> {
     if checks.is_empty() {
@@ -347,10 +324,10 @@ async fn all<C: ScriptRunner + ?Sized>(
     let judged: Vec<Option<Entry>> = checks
         .iter()
         .zip(&keys)
-        .zip(candidates)
-        .map(|((check, keys), candidate)| {
+        .map(|(check, keys)| {
             let limit_key = keys.first().map(String::as_str);
-            candidate
+            check
+                .candidate
                 .as_ref()
                 .map(|params| candidate_entry(prefix, check, limit_key, params))
                 .transpose()
@@ -376,9 +353,16 @@ async fn all<C: ScriptRunner + ?Sized>(
             .await;
     }
     let permit = bounds.owned_permit()?;
-    let owned: Vec<(String, String, Params, u64)> = checks
+    let owned: Vec<(String, String, Check<'static>)> = checks
         .iter()
-        .map(|c| (c.policy.to_owned(), c.key.to_owned(), c.params, c.cost))
+        .map(|c| {
+            let rest = Check {
+                policy: "",
+                key: "",
+                ..*c
+            };
+            (c.policy.to_owned(), c.key.to_owned(), rest)
+        })
         .collect();
     let task_store = store.clone();
     let decided = async move {
@@ -387,11 +371,10 @@ async fn all<C: ScriptRunner + ?Sized>(
             let _permit = permit;
             let checks: Vec<Check<'_>> = owned
                 .iter()
-                .map(|(policy, key, params, cost)| Check {
+                .map(|(policy, key, rest)| Check {
                     policy,
                     key,
-                    params: *params,
-                    cost: *cost,
+                    ..*rest
                 })
                 .collect();
             decide_groups(&task_store, &checks, &keys, &judged, &groups, now_ms).await
@@ -478,7 +461,10 @@ async fn decide_groups<C: ScriptRunner + ?Sized>(
                 d.reset_ms = o.before_reset_ms;
                 d.delay_ms = 0;
             }
-            Ok((d, judged))
+            Ok(Decided {
+                decision: d,
+                candidate: judged,
+            })
         })
         .collect()
 }

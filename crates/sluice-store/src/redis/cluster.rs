@@ -9,7 +9,7 @@
 //!
 //! The client holds one multiplexed connection per master, pipelines concurrent commands on
 //! it, refreshes the slot map when a node fails over or a slot moves, and reconnects by
-//! itself. MOVED and ASK are followed by [`crate::redirect`] (a redirected script did not
+//! itself. MOVED and ASK are followed by [`super::redirect`] (a redirected script did not
 //! run, so sending it again is safe). A call answered NOSCRIPT (a restarted node, a promoted
 //! replica) is sent again once as EVAL to the same node, which caches the script there;
 //! loading it on every master would wait for all of them, one hung master included.
@@ -32,12 +32,14 @@ use fred::types::{FromValue, Value};
 use super::keys;
 use super::masters::Masters;
 use super::redirect::{self, Redirects};
-use super::runner::{Lane, ScriptRunner};
+use super::runner::{GroupCall, Lane, ScriptCall, ScriptRunner};
 use super::script_store::ScriptStore;
 use super::scripts::Script;
-use crate::{StoreError, StoreKind};
 use sluice_config::backend::ClusterStoreConfig;
 use sluice_config::backend::stores::{ConfigError, check_common, credentials, parse_node};
+
+use crate::error::StoreError;
+use crate::store::StoreKind;
 
 /// Rate-limit state in a Redis Cluster.
 pub type ClusterStore = ScriptStore<Cluster>;
@@ -76,15 +78,24 @@ impl ClusterStore {
             .iter()
             .find_map(|url| credentials(url))
             .map_or((None, None), |(user, password)| (user, Some(password)));
+        let tls = config.effective_tls();
         let redirects = Redirects::new(
             username.as_deref(),
             password.as_deref(),
             config.connect_timeout,
+            tls.as_ref()
+                .map(crate::tls::redis_certificates)
+                .transpose()?,
         );
+        let fred_tls = match &tls {
+            Some(tls) => Some(fred_tls(tls)?),
+            None => None,
+        };
         let fred_config = Config {
             server: ServerConfig::new_clustered(hosts),
             username,
             password,
+            tls: fred_tls,
             // Keep retrying the first connection too: the cluster may come up after us.
             fail_fast: false,
             ..Default::default()
@@ -155,9 +166,39 @@ trait ScriptArg: AsRef<[u8]> + redis::ToRedisArgs + Sync {}
 impl ScriptArg for String {}
 impl ScriptArg for &[u8] {}
 
+/// fred's TLS from `tls`: every node connection verified, by `server_name` when set (else
+/// by the address the cluster announces for the node).
+fn fred_tls(
+    tls: &sluice_config::backend::RedisTls,
+) -> Result<fred::types::config::TlsConfig, ConfigError> {
+    use fred::types::config::{TlsConfig, TlsConnector, TlsHostMapping};
+    let hostnames = match &tls.server_name {
+        Some(name) => TlsHostMapping::Custom(std::sync::Arc::new(SameName(name.clone()))),
+        None => TlsHostMapping::None,
+    };
+    Ok(TlsConfig {
+        connector: TlsConnector::from(crate::tls::client_config(tls)?),
+        hostnames,
+    })
+}
+
+/// Every node verified by one name (`backend.tls.server_name`).
+#[derive(Debug)]
+struct SameName(String);
+
+impl fred::types::config::HostMapping for SameName {
+    fn map(&self, _ip: &std::net::IpAddr, _default_host: &str) -> Option<String> {
+        Some(self.0.clone())
+    }
+}
+
 fn map_error(e: &FredError) -> StoreError {
     match e.kind() {
         ErrorKind::Timeout => StoreError::Timeout,
+        ErrorKind::Tls => StoreError::Unavailable(match crate::tls::reason_in(e) {
+            Some(reason) => format!("TLS handshake with a cluster node failed: {reason}"),
+            None => e.to_string(),
+        }),
         ErrorKind::IO
         | ErrorKind::Canceled
         | ErrorKind::Backpressure
@@ -264,35 +305,25 @@ impl ScriptRunner for Cluster {
 
     /// A slot's group follows redirections like any script; a master's group does not (its
     /// other keys are not on the node it would be sent to): its checks go again alone.
-    async fn eval_group(
-        &self,
-        script: &Script,
-        lane: Lane,
-        keys: &[&str],
-        args: &[&[u8]],
-    ) -> Result<Option<Vec<u8>>, StoreError> {
+    async fn eval_group(&self, call: GroupCall<'_>) -> Result<Option<Vec<u8>>, StoreError> {
+        let GroupCall {
+            script,
+            lane,
+            keys,
+            args,
+        } = call;
         match lane {
             Lane::Slot(_) => self.invoke(script, keys, args).await.map(Some),
             Lane::Master(_) => self.invoke_here(script, keys, args).await,
         }
     }
 
-    async fn eval(
-        &self,
-        script: &Script,
-        keys: Vec<String>,
-        args: Vec<String>,
-    ) -> Result<Vec<i64>, StoreError> {
-        self.invoke(script, &keys, &args).await
+    async fn eval(&self, call: ScriptCall<'_>) -> Result<Vec<i64>, StoreError> {
+        self.invoke(call.script, &call.keys, &call.args).await
     }
 
-    async fn eval_text(
-        &self,
-        script: &Script,
-        keys: Vec<String>,
-        args: Vec<String>,
-    ) -> Result<Vec<String>, StoreError> {
-        self.invoke(script, &keys, &args).await
+    async fn eval_text(&self, call: ScriptCall<'_>) -> Result<Vec<String>, StoreError> {
+        self.invoke(call.script, &call.keys, &call.args).await
     }
 
     /// Until the client has the slot map (just started, or reconnecting) a command fails at

@@ -16,10 +16,11 @@
 
 use super::answers::{GroupAnswer, group_answers, outcome};
 use super::lanes::{Answer, CheckCall, Entry, Joined, PARAM_BYTES, Queued};
-use super::runner::{Lane, ScriptRunner};
+use super::runner::{GroupCall, Lane, ScriptRunner};
 use super::script_store::ScriptStore;
 use super::scripts::{ScriptId, mode_flag};
-use crate::StoreError;
+use crate::error::StoreError;
+use crate::store::Decided;
 
 /// The right to the one call in flight on a lane. Dropped (the call returned, or its caller
 /// gave up), it sends what queued meanwhile, in a task of its own.
@@ -97,10 +98,12 @@ async fn send<C: ScriptRunner + ?Sized>(store: &ScriptStore<C>, lane: Lane, grou
             .map(|_| answers.next().unwrap_or(GroupAnswer::NotRun));
         match (check, candidate) {
             (GroupAnswer::Decided(decision), None) => {
-                let _ = queued.answer.send(Ok((decision, None)));
+                let _ = queued.answer.send(Ok(Decided::of(decision, None)));
             }
             (GroupAnswer::Decided(decision), Some(GroupAnswer::Decided(candidate))) => {
-                let _ = queued.answer.send(Ok((decision, Some(candidate))));
+                let _ = queued
+                    .answer
+                    .send(Ok(Decided::of(decision, Some(candidate))));
             }
             (check, candidate) => unrun.push((queued, check, candidate)),
         }
@@ -133,15 +136,15 @@ async fn again<C: ScriptRunner + ?Sized>(
 ) -> Answer {
     match (check, candidate) {
         (GroupAnswer::NotRun, Some(GroupAnswer::Decided(candidate))) => {
-            let (decision, _) = alone(store, call.check_only()).await?;
-            Ok((decision, Some(candidate)))
+            let decision = alone(store, call.check_only()).await?.decision;
+            Ok(Decided::of(decision, Some(candidate)))
         }
         (GroupAnswer::Decided(decision), Some(GroupAnswer::NotRun)) => {
             let candidate = match call.candidate_only() {
-                Some(call) => Some(alone(store, call).await?.0),
+                Some(call) => Some(alone(store, call).await?.decision),
                 None => None,
             };
-            Ok((decision, candidate))
+            Ok(Decided::of(decision, candidate))
         }
         _ => alone(store, call).await,
     }
@@ -184,7 +187,12 @@ async fn group_call<'c, C: ScriptRunner + ?Sized>(
     let script = store.script(ScriptId::Group);
     match store
         .client()
-        .eval_group(script, lane, &keys, &args)
+        .eval_group(GroupCall {
+            script,
+            lane,
+            keys: &keys,
+            args: &args,
+        })
         .await?
     {
         Some(reply) => group_answers(&reply, count, entries().map(|e| e.params.limit)),
@@ -204,7 +212,7 @@ async fn alone<C: ScriptRunner + ?Sized>(store: &ScriptStore<C>, call: CheckCall
             [
                 GroupAnswer::Decided(decision),
                 GroupAnswer::Decided(candidate),
-            ] => Ok((decision, Some(candidate))),
+            ] => Ok(Decided::of(decision, Some(candidate))),
             _ => Err(StoreError::Backend(
                 "group script left a check on its own slot not run".into(),
             )),
@@ -224,5 +232,5 @@ async fn alone<C: ScriptRunner + ?Sized>(store: &ScriptStore<C>, call: CheckCall
     let answer = store
         .eval(ScriptId::check(algorithm), call.check.keys, args)
         .await?;
-    Ok((outcome(params.limit, &answer)?.decision, None))
+    Ok(Decided::of(outcome(params.limit, &answer)?.decision, None))
 }

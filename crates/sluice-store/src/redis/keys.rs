@@ -163,13 +163,13 @@ pub(crate) struct Layout {
 
 impl Layout {
     /// The layout of a store with `prefix` whose calls end within `timeout`, keeping keys
-    /// [`expiry_grace`](crate::expiry_grace) plus `extra_grace` past their state's expiry.
+    /// [`expiry_grace`](sluice_config::backend::expiry_grace) plus `extra_grace` past their state's expiry.
     pub(crate) fn new(
         prefix: String,
         timeout: std::time::Duration,
         extra_grace: std::time::Duration,
     ) -> Self {
-        let grace = crate::expiry_grace(timeout).saturating_add(extra_grace);
+        let grace = sluice_config::backend::expiry_grace(timeout).saturating_add(extra_grace);
         Layout {
             prefix,
             // Far beyond any window; keeps TTL arithmetic from overflowing.

@@ -14,12 +14,13 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
-use sluice_core::{Decision, Params};
+use sluice_core::Params;
 use tokio::sync::oneshot;
 
 use super::runner::Lane;
 use super::scripts::algorithm_code;
-use crate::{BatchObserver, StoreError, StoreKind};
+use crate::error::StoreError;
+use crate::store::{BatchObserver, Decided, GroupCommit, StoreKind};
 
 /// Most states decided in one group call: checks, and the candidates beside some of them.
 pub(crate) const MAX_GROUP: usize = 64;
@@ -123,9 +124,6 @@ impl CheckCall {
     }
 }
 
-/// What a check answers: its decision, and its candidate's when it carried one.
-pub(crate) type Decided = (Decision, Option<Decision>);
-
 /// The answer a queued check waits for.
 pub(crate) type Answer = Result<Decided, StoreError>;
 
@@ -153,12 +151,13 @@ pub(crate) struct Groups {
     observer: RwLock<Option<Arc<dyn BatchObserver>>>,
 }
 
-impl Groups {
-    /// Sets who hears how many checks each script call carried.
-    pub(crate) fn set_observer(&self, observer: Arc<dyn BatchObserver>) {
+impl GroupCommit for Groups {
+    fn set_observer(&self, observer: Arc<dyn BatchObserver>) {
         *self.observer.write() = Some(observer);
     }
+}
 
+impl Groups {
     /// Reports a script call of `checks` checks to a `backend`.
     pub(crate) fn observe(&self, backend: StoreKind, checks: usize) {
         if let Some(observer) = &*self.observer.read() {

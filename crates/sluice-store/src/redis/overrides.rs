@@ -21,7 +21,9 @@ use async_trait::async_trait;
 use super::runner::ScriptRunner;
 use super::script_store::ScriptStore;
 use super::scripts::ScriptId;
-use crate::{OverrideStore, SettingKind, StoreError, StoredSetting};
+use crate::error::StoreError;
+use crate::settings::{SettingKey, SettingKind, StoredSetting};
+use crate::store::OverrideStore;
 
 #[async_trait]
 impl<C: ScriptRunner + ?Sized> OverrideStore for ScriptStore<C> {
@@ -29,13 +31,8 @@ impl<C: ScriptRunner + ?Sized> OverrideStore for ScriptStore<C> {
         put(self, setting).await
     }
 
-    async fn delete_setting(
-        &self,
-        kind: SettingKind,
-        policy: &str,
-        tier: &str,
-    ) -> Result<bool, StoreError> {
-        delete(self, kind, policy, tier).await
+    async fn delete_setting(&self, key: SettingKey<'_>) -> Result<bool, StoreError> {
+        delete(self, key).await
     }
 
     async fn list_settings(&self, kind: SettingKind) -> Result<Vec<StoredSetting>, StoreError> {
@@ -102,9 +99,7 @@ async fn put<C: ScriptRunner + ?Sized>(
 /// Removes the setting of `kind` of (policy, tier); whether there was one. Bumps the version.
 async fn delete<C: ScriptRunner + ?Sized>(
     store: &ScriptStore<C>,
-    kind: SettingKind,
-    policy: &str,
-    tier: &str,
+    SettingKey { kind, policy, tier }: SettingKey<'_>,
 ) -> Result<bool, StoreError> {
     let prefix = &store.layout().prefix;
     let deleted = command(store, "DEL", hash_key(prefix, kind, policy, tier), []).await?;

@@ -26,7 +26,7 @@ use fred::types::cluster::ClusterRouting;
 use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, ConnectionAddr, IntoConnectionInfo, RedisConnectionInfo};
 
-use crate::StoreError;
+use crate::error::StoreError;
 
 /// Answers followed for one call before it fails: a slot moves at most once at a time
 /// (owner → ASK → importing node, a hop more if the map changed meanwhile), plus a few
@@ -50,6 +50,8 @@ pub(crate) fn not_run(e: &FredError) -> bool {
 pub(crate) struct Redirects {
     credentials: RedisConnectionInfo,
     connect_timeout: Duration,
+    /// The cluster's TLS (`[backend.tls]`): redirected calls are verified like every other.
+    tls: Option<redis::TlsCertificates>,
     nodes: Mutex<HashMap<String, MultiplexedConnection>>,
 }
 
@@ -58,6 +60,7 @@ impl Redirects {
         username: Option<&str>,
         password: Option<&str>,
         connect_timeout: Duration,
+        tls: Option<redis::TlsCertificates>,
     ) -> Redirects {
         let mut credentials = RedisConnectionInfo::default();
         if let Some(username) = username {
@@ -69,6 +72,7 @@ impl Redirects {
         Redirects {
             credentials,
             connect_timeout,
+            tls,
             nodes: Mutex::new(HashMap::new()),
         }
     }
@@ -146,17 +150,30 @@ impl Redirects {
         }
         let (host, port) = sluice_config::backend::stores::parse_node(node)
             .map_err(|e| StoreError::Backend(format!("bad node address in a redirection: {e}")))?;
-        let info = ConnectionAddr::Tcp(host, port)
+        let addr = match self.tls {
+            Some(_) => ConnectionAddr::TcpTls {
+                host,
+                port,
+                insecure: false,
+                tls_params: None,
+            },
+            None => ConnectionAddr::Tcp(host, port),
+        };
+        let info = addr
             .into_connection_info()
             .map_err(|e| super::single::map_error(&e))?
             .set_redis_settings(self.credentials.clone());
-        let client = redis::Client::open(info).map_err(|e| super::single::map_error(&e))?;
+        let client = match &self.tls {
+            Some(certs) => redis::Client::build_with_tls(info, certs.clone()),
+            None => redis::Client::open(info),
+        }
+        .map_err(|e| super::single::map_error(&e))?;
         let config =
             AsyncConnectionConfig::new().set_connection_timeout(Some(self.connect_timeout));
         let conn = client
             .get_multiplexed_async_connection_with_config(&config)
             .await
-            .map_err(|e| super::single::map_error(&e))?;
+            .map_err(|e| super::single::map_error_at(&e, Some((node, self.tls.is_some()))))?;
         let mut nodes = self.lock();
         if nodes.len() >= MAX_NODES {
             nodes.clear();

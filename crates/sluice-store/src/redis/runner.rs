@@ -7,7 +7,8 @@
 use async_trait::async_trait;
 
 use super::scripts::Script;
-use crate::{StoreError, StoreKind};
+use crate::error::StoreError;
+use crate::store::StoreKind;
 
 /// Where a group call of queued checks goes (see `group.rs`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -19,6 +20,21 @@ pub(crate) enum Lane {
     /// index in the client's map): the call declares the first check's key only and reads the
     /// others as keys of that node.
     Master(u16),
+}
+
+/// One script call: the script, its KEYS and its ARGV.
+pub(crate) struct ScriptCall<'a> {
+    pub script: &'a Script,
+    pub keys: Vec<String>,
+    pub args: Vec<String>,
+}
+
+/// One group call on `lane`, its KEYS and ARGV borrowed from the queued checks.
+pub(crate) struct GroupCall<'a> {
+    pub script: &'a Script,
+    pub lane: Lane,
+    pub keys: &'a [&'a str],
+    pub args: &'a [&'a [u8]],
 }
 
 /// A Redis that runs sluice's scripts: one server or a cluster. Each call is EVALSHA of the
@@ -52,29 +68,13 @@ pub(crate) trait ScriptRunner: Send + Sync + 'static {
     /// borrowed from the queued checks, which keep them for a second try; `None` when the
     /// node answered with a redirection for a master lane (the script did not run there: its
     /// checks go again each alone).
-    async fn eval_group(
-        &self,
-        script: &Script,
-        lane: Lane,
-        keys: &[&str],
-        args: &[&[u8]],
-    ) -> Result<Option<Vec<u8>>, StoreError>;
+    async fn eval_group(&self, call: GroupCall<'_>) -> Result<Option<Vec<u8>>, StoreError>;
 
-    /// `script`, answering integers.
-    async fn eval(
-        &self,
-        script: &Script,
-        keys: Vec<String>,
-        args: Vec<String>,
-    ) -> Result<Vec<i64>, StoreError>;
+    /// The script of `call`, answering integers.
+    async fn eval(&self, call: ScriptCall<'_>) -> Result<Vec<i64>, StoreError>;
 
-    /// `script`, answering strings.
-    async fn eval_text(
-        &self,
-        script: &Script,
-        keys: Vec<String>,
-        args: Vec<String>,
-    ) -> Result<Vec<String>, StoreError>;
+    /// The script of `call`, answering strings.
+    async fn eval_text(&self, call: ScriptCall<'_>) -> Result<Vec<String>, StoreError>;
 
     /// Waits until a command can be routed (a cluster client needs its slot map first).
     async fn routable(&self) -> Result<(), StoreError> {

@@ -10,9 +10,10 @@ use std::time::Duration;
 use super::bounds::Bounds;
 use super::keys::Layout;
 use super::lanes::Groups;
-use super::runner::ScriptRunner;
+use super::runner::{ScriptCall, ScriptRunner};
 use super::scripts::{Script, ScriptId, Scripts};
-use crate::{StoreError, StoreKind};
+use crate::error::StoreError;
+use crate::store::StoreKind;
 
 /// Rate-limit state in Redis through the client `C`: [`RedisStore`](crate::RedisStore) (one
 /// server) or [`ClusterStore`](crate::ClusterStore) (a cluster). Cloning it is cheap: clones
@@ -119,7 +120,8 @@ impl<C: ScriptRunner + ?Sized> ScriptStore<C> {
         keys: Vec<String>,
         args: Vec<String>,
     ) -> Result<Vec<i64>, StoreError> {
-        self.client().eval(self.script(id), keys, args).await
+        let script = self.script(id);
+        self.client().eval(ScriptCall { script, keys, args }).await
     }
 
     /// A check-path script call, within the in-flight bound and the timeout.
@@ -148,8 +150,9 @@ impl<C: ScriptRunner + ?Sized> ScriptStore<C> {
         self.bounds()
             .admin(async {
                 self.client().routable().await?;
+                let (script, keys) = (self.script(id), vec![key]);
                 self.client()
-                    .eval_text(self.script(id), vec![key], args)
+                    .eval_text(ScriptCall { script, keys, args })
                     .await
             })
             .await

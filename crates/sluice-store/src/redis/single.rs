@@ -13,11 +13,13 @@ use ::redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use ::redis::{ErrorKind, FromRedisValue, RedisError, ServerErrorKind, ToRedisArgs};
 use async_trait::async_trait;
 
-use super::runner::{Lane, ScriptRunner};
+use super::runner::{GroupCall, ScriptCall, ScriptRunner};
 use super::script_store::ScriptStore;
 use super::scripts::Script;
-use crate::{StoreError, StoreKind};
 use sluice_config::backend::{RedisStoreConfig, StoreConfigError as ConfigError, redact_url};
+
+use crate::error::StoreError;
+use crate::store::StoreKind;
 
 /// Rate-limit state in a single Redis server.
 pub type RedisStore = ScriptStore<Single>;
@@ -25,6 +27,9 @@ pub type RedisStore = ScriptStore<Single>;
 /// The client of one Redis server: one auto-reconnecting multiplexed connection.
 pub struct Single {
     manager: ConnectionManager,
+    /// The server's address (redacted) and whether TLS is on, for errors naming them.
+    address: String,
+    tls: bool,
 }
 
 impl std::fmt::Debug for Single {
@@ -52,10 +57,18 @@ impl RedisStore {
             url: redact_url(&config.url),
             reason: e.to_string(),
         };
-        let info = ::redis::IntoConnectionInfo::into_connection_info(config.url.as_str())
+        let info = ::redis::IntoConnectionInfo::into_connection_info(config.client_url().as_str())
             .map_err(invalid)?;
         let tcp = ::redis::io::tcp::TcpSettings::default().set_nodelay(config.tcp_nodelay);
-        let client = ::redis::Client::open(info.set_tcp_settings(tcp)).map_err(invalid)?;
+        let info = info.set_tcp_settings(tcp);
+        let tls = config.effective_tls();
+        let client = match &tls {
+            Some(tls) => {
+                ::redis::Client::build_with_tls(info, crate::tls::redis_certificates(tls)?)
+            }
+            None => ::redis::Client::open(info),
+        }
+        .map_err(invalid)?;
         let manager_config = ConnectionManagerConfig::new()
             .set_response_timeout(Some(config.timeout))
             .set_connection_timeout(Some(config.connect_timeout))
@@ -68,7 +81,11 @@ impl RedisStore {
         let manager = ConnectionManager::new_lazy_with_config(client, manager_config)
             .map_err(|e| ConfigError::Client(e.to_string()))?;
         Ok(ScriptStore::with_client(
-            Single { manager },
+            Single {
+                manager,
+                address: sluice_config::backend::redact_url(&config.url),
+                tls: tls.is_some(),
+            },
             config.prefix,
             config.timeout,
             config.ttl_grace,
@@ -79,6 +96,19 @@ impl RedisStore {
 
 /// Maps a client error to the store's error kinds.
 pub(crate) fn map_error(e: &RedisError) -> StoreError {
+    map_error_at(e, None)
+}
+
+/// As [`map_error`], a failed connection to `at` (its redacted address, and whether TLS is
+/// on) explained when TLS tells why: the handshake's reason, or the wrong scheme for the port.
+pub(crate) fn map_error_at(e: &RedisError, at: Option<(&str, bool)>) -> StoreError {
+    if let Some((address, tls)) = at
+        && (e.is_io_error() || e.is_connection_dropped() || e.is_connection_refusal())
+        && !e.is_timeout()
+        && let Some(why) = crate::tls::explain(e, address, tls)
+    {
+        return StoreError::Unavailable(why);
+    }
     if e.is_timeout() {
         StoreError::Timeout
     } else if e.is_io_error() || e.is_connection_dropped() || e.is_connection_refusal() {
@@ -117,7 +147,11 @@ impl Single {
             }
             answer => answer,
         };
-        answer.map_err(|e| map_error(&e))
+        answer.map_err(|e| self.map_error(&e))
+    }
+
+    fn map_error(&self, e: &RedisError) -> StoreError {
+        map_error_at(e, Some((&self.address, self.tls)))
     }
 }
 
@@ -127,32 +161,19 @@ impl ScriptRunner for Single {
         StoreKind::Redis
     }
 
-    async fn eval(
-        &self,
-        script: &Script,
-        keys: Vec<String>,
-        args: Vec<String>,
-    ) -> Result<Vec<i64>, StoreError> {
-        self.invoke(script, &keys, &args).await
+    async fn eval(&self, call: ScriptCall<'_>) -> Result<Vec<i64>, StoreError> {
+        self.invoke(call.script, &call.keys, &call.args).await
     }
 
-    async fn eval_text(
-        &self,
-        script: &Script,
-        keys: Vec<String>,
-        args: Vec<String>,
-    ) -> Result<Vec<String>, StoreError> {
-        self.invoke(script, &keys, &args).await
+    async fn eval_text(&self, call: ScriptCall<'_>) -> Result<Vec<String>, StoreError> {
+        self.invoke(call.script, &call.keys, &call.args).await
     }
 
-    async fn eval_group(
-        &self,
-        script: &Script,
-        _lane: Lane,
-        keys: &[&str],
-        args: &[&[u8]],
-    ) -> Result<Option<Vec<u8>>, StoreError> {
-        self.invoke(script, keys, args).await.map(Some)
+    /// One server: every lane is its one slot.
+    async fn eval_group(&self, call: GroupCall<'_>) -> Result<Option<Vec<u8>>, StoreError> {
+        self.invoke(call.script, call.keys, call.args)
+            .await
+            .map(Some)
     }
 
     async fn ping(&self) -> Result<(), StoreError> {
@@ -160,7 +181,7 @@ impl ScriptRunner for Single {
         let pong = ::redis::cmd("PING")
             .query_async::<String>(&mut conn)
             .await
-            .map_err(|e| map_error(&e))?;
+            .map_err(|e| self.map_error(&e))?;
         if pong == "PONG" {
             Ok(())
         } else {

@@ -9,8 +9,9 @@ use std::time::Duration;
 
 use sluice_store::{
     BatchObserver, ClusterStore, ClusterStoreConfig, MemoryStore, OverrideStore, RedisStore,
-    RedisStoreConfig, Store, StoreKind,
+    RedisStoreConfig, RedisTls, Store, StoreKind,
 };
+use sluice_testkit::certs::Certs;
 use sluice_testkit::{RedisCluster, RedisServer, info_field};
 
 /// Generous for tests on a loaded 2-core machine; the failure tests set their own.
@@ -18,19 +19,56 @@ pub const TEST_TIMEOUT: Duration = Duration::from_millis(2000);
 
 pub struct Servers {
     pub redis: RedisServer,
+    /// TLS only, a client certificate required (`--tls-auth-clients yes`), as managed Redis.
+    pub redis_tls: RedisServer,
     pub cluster: RedisCluster,
+    pub certs: Certs,
 }
 
 impl Servers {
     pub fn start() -> Servers {
-        // Start both at once: the cluster takes a few seconds.
+        // Start them at once: the cluster takes a few seconds.
         let redis = std::thread::spawn(RedisServer::start);
+        let certs = Certs::new();
+        let redis_tls = RedisServer::start_tls(&certs);
         let cluster = RedisCluster::start();
         Servers {
             redis: redis.join().unwrap(),
+            redis_tls,
             cluster,
+            certs,
         }
     }
+}
+
+/// The TLS of a client of the test servers: their CA, the client certificate.
+pub fn client_tls(certs: &Certs) -> RedisTls {
+    RedisTls {
+        files: sluice_tls::ClientFiles {
+            ca_file: Some(certs.ca_file.clone()),
+            cert_file: Some(certs.client.cert.clone()),
+            key_file: Some(certs.client.key.clone()),
+        },
+        server_name: None,
+    }
+}
+
+/// A store on the TLS-only server.
+pub fn redis_tls_store_with(
+    servers: &Servers,
+    prefix: &str,
+    timeout: Duration,
+    ttl_grace: Duration,
+) -> RedisStore {
+    RedisStore::new(RedisStoreConfig {
+        url: servers.redis_tls.tls_url(),
+        prefix: prefix.into(),
+        timeout,
+        ttl_grace,
+        tls: Some(client_tls(&servers.certs)),
+        ..RedisStoreConfig::default()
+    })
+    .unwrap()
 }
 
 pub fn redis_store(server: &RedisServer, prefix: &str, timeout: Duration) -> RedisStore {
@@ -97,6 +135,15 @@ pub async fn all_stores_with(
             "redis",
             Arc::new(redis_store_with(
                 &servers.redis,
+                prefix,
+                TEST_TIMEOUT,
+                ttl_grace,
+            )),
+        ),
+        (
+            "redis-tls",
+            Arc::new(redis_tls_store_with(
+                servers,
                 prefix,
                 TEST_TIMEOUT,
                 ttl_grace,

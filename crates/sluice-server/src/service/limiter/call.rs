@@ -1,12 +1,11 @@
 //! The store call of a check or a batch: routed by scope, bounded where the store does not
 //! bound its own calls, under its own span, and on this region's Redis timed in
 //! `rate_limit_redis_duration_seconds`. A check judged against a candidate limit makes the
-//! same one call, in the store's candidate form.
+//! same one call: the candidate rides on the check.
 
 use std::time::Instant;
 
-use sluice_core::{Decision, Params};
-use sluice_store::{Check, Store, StoreError};
+use sluice_store::{Check, Decided, Store, StoreError};
 use tracing::Span;
 
 use super::{Limiter, Route, within};
@@ -17,81 +16,48 @@ use sluice_config::policy::Scope;
 const BATCH_OP: &str = "batch";
 
 impl Limiter {
-    /// The store call of one check under the `op` of its algorithm (on the memory store
-    /// without a wait), under its own span and, on Redis, timed.
+    /// The store call of one check (with its candidate, if it carries one) under the `op` of
+    /// its algorithm (on the memory store without a wait), under its own span and, on Redis,
+    /// timed.
     pub(super) async fn call_store_one(
         &self,
         check: &Check<'_>,
         scope: Scope,
         now_ms: u64,
         span: &Span,
-    ) -> Result<Decision, StoreError> {
+    ) -> Result<Decided, StoreError> {
         let op = check.params.algorithm.as_str();
         self.store_call(
             self.route(scope)?,
             op,
             span,
-            |store| store.check_now(check, now_ms),
-            |store| store.check(check, now_ms),
+            |store| store.decide_now(check, now_ms),
+            |store| async move {
+                store
+                    .decide(std::slice::from_ref(check), now_ms)
+                    .await?
+                    .pop()
+                    .ok_or_else(|| StoreError::Backend("the store answered no decision".into()))
+            },
         )
         .await
     }
 
-    /// [`Limiter::call_store_one`] for a check judged beside `candidate`: its decision and the
-    /// candidate's, from one call.
-    pub(super) async fn call_store_one_judged(
-        &self,
-        check: &Check<'_>,
-        candidate: &Params,
-        scope: Scope,
-        now_ms: u64,
-        span: &Span,
-    ) -> Result<(Decision, Decision), StoreError> {
-        let op = check.params.algorithm.as_str();
-        self.store_call(
-            self.route(scope)?,
-            op,
-            span,
-            |store| store.check_with_candidate_now(check, candidate, now_ms),
-            |store| store.check_with_candidate(check, candidate, now_ms),
-        )
-        .await
-    }
-
-    /// The store call of a batch, under its own span and, on Redis, timed.
+    /// The store call of a batch (each check with its candidate, if it carries one), under
+    /// its own span and, on Redis, timed.
     pub(super) async fn call_store_all(
         &self,
         checks: &[Check<'_>],
         scope: Scope,
         now_ms: u64,
         span: &Span,
-    ) -> Result<Vec<Decision>, StoreError> {
+    ) -> Result<Vec<Decided>, StoreError> {
         self.store_call(
             self.route(scope)?,
             BATCH_OP,
             span,
             |_| None,
-            |store| store.check_all(checks, now_ms),
-        )
-        .await
-    }
-
-    /// [`Limiter::call_store_all`] with `candidates[i]` judged beside `checks[i]`, in the same
-    /// call.
-    pub(super) async fn call_store_all_judged(
-        &self,
-        checks: &[Check<'_>],
-        candidates: &[Option<Params>],
-        scope: Scope,
-        now_ms: u64,
-        span: &Span,
-    ) -> Result<Vec<(Decision, Option<Decision>)>, StoreError> {
-        self.store_call(
-            self.route(scope)?,
-            BATCH_OP,
-            span,
-            |_| None,
-            |store| store.check_all_with_candidates(checks, candidates, now_ms),
+            |store| store.decide(checks, now_ms),
         )
         .await
     }

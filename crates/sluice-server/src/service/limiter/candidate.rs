@@ -1,75 +1,30 @@
-//! Candidate limits on the check path: a check of a (policy, tier) with a candidate is
-//! decided with the store's candidate form, so the candidate is judged on its own state in
-//! the same call (one script call on Redis), consumed as if it were enforced; the caller's
+//! Candidate limits on the check path: a check of a (policy, tier) with a candidate carries
+//! it to the store, so the candidate is judged on its own state in the same call (one script
+//! call on Redis), consumed as if it were enforced; the caller's
 //! answer is the enforced decision alone. What the candidate would have answered is counted
 //! in `rate_limit_candidate_decisions_total` and, when it would have rejected, in the top keys
 //! by `candidate_rejected`. A store failure judges nothing: the check meets its fail mode.
 
 use std::sync::Arc;
 
-use sluice_core::{Decision, Params};
-use sluice_store::StoreError;
-use tracing::Span;
+use sluice_core::Decision;
 
-use super::{LimitError, Limiter, Resolved, Shape, Started, Verdict};
+use super::{Limiter, Resolved};
 use crate::metrics::{CandidateLabels, Metrics};
 use crate::service::compiled::PolicySet;
 use sluice_config::policy::NO_TIER;
 
 impl Limiter {
-    /// [`Limiter::decide_one`] for a check whose limit has `candidate`.
-    pub(super) async fn decide_one_judged(
+    /// Records `judged`, what the candidate of the check `r` decided beside `decision` (the
+    /// caller's answer is `decision`'s alone): in the top keys and in
+    /// `rate_limit_candidate_decisions_total`.
+    pub(super) fn record_judged(
         &self,
-        one: Resolved<'_>,
-        candidate: Params,
-        shape: Shape,
-        now_ms: u64,
-        span: &Span,
-    ) -> Result<Verdict, LimitError> {
-        let started = Started::now(span);
-        let scope = one.policy.scope;
-        let decided = match shape {
-            Shape::One => {
-                self.call_store_one_judged(&one.check, &candidate, scope, now_ms, span)
-                    .await
-            }
-            Shape::Batch => self
-                .call_store_all_judged(
-                    std::slice::from_ref(&one.check),
-                    &[Some(candidate)],
-                    scope,
-                    now_ms,
-                    span,
-                )
-                .await
-                .and_then(|mut decisions| match decisions.pop() {
-                    Some((decision, Some(judged))) => Ok((decision, judged)),
-                    _ => Err(StoreError::Backend(
-                        "the store answered no candidate decision".into(),
-                    )),
-                }),
-        };
-        match decided {
-            Ok((decision, judged)) => {
-                Ok(self.verdict_judged(one, decision, &judged, now_ms, started))
-            }
-            Err(err) => self
-                .failed(vec![one], &err, now_ms, started)?
-                .pop()
-                .ok_or(LimitError::BackendUnavailable),
-        }
-    }
-
-    /// The verdict of `decision` for a check the candidate decided `judged`: the caller's
-    /// answer is `decision`'s alone; `judged` is counted.
-    pub(super) fn verdict_judged(
-        &self,
-        r: Resolved<'_>,
-        decision: Decision,
+        r: &Resolved<'_>,
+        decision: &Decision,
         judged: &Decision,
         now_ms: u64,
-        started: Started,
-    ) -> Verdict {
+    ) {
         self.top.record_with_candidate(
             &r.policy.name,
             r.check.key,
@@ -87,17 +42,7 @@ impl Limiter {
                     outcome: CandidateLabels::outcome(judged.allowed),
                 }
             });
-        self.answer(r, decision, now_ms, started)
     }
-}
-
-/// The candidate of each check of a batch (`None` for every check when no check has one, so
-/// a batch without candidates makes its call as before).
-pub(super) fn candidates_of(resolved: &[Resolved<'_>]) -> Option<Vec<Option<Params>>> {
-    resolved
-        .iter()
-        .any(|r| r.limit.candidate.is_some())
-        .then(|| resolved.iter().map(|r| r.limit.candidate).collect())
 }
 
 /// Creates the zero series of `rate_limit_candidate_decisions_total` of every (policy, tier)
@@ -211,9 +156,9 @@ mod tests {
     #[test]
     fn a_policy_with_a_candidate_is_never_answered_locally() {
         let l = limiter(Arc::new(Down));
-        let policies = l.policies();
+        let snapshot = l.snapshot();
         for (name, local) in [("plain", true), ("judged", false)] {
-            let one = l.resolve(&policies, &input(name), None).unwrap();
+            let one = l.resolve(&snapshot.policies, &input(name), None).unwrap();
             assert_eq!(l.answers_locally(&one), local, "{name}");
         }
     }

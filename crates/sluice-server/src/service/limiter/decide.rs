@@ -7,10 +7,9 @@
 
 use sluice_api::{MAX_BATCH, MAX_KEY_BYTES};
 use sluice_core::{Counting, Decision};
-use sluice_store::{Check, StoreError, StoreKind};
+use sluice_store::{Check, Decided, StoreError, StoreKind};
 use tracing::Span;
 
-use super::candidate::candidates_of;
 use super::{CheckInput, LimitError, Limiter, Resolved, Shape, Started, Verdict};
 use crate::service::compiled::PolicySet;
 use sluice_config::policy::Scope;
@@ -27,14 +26,9 @@ impl Limiter {
         span: &Span,
     ) -> Result<Verdict, LimitError> {
         let at = (shape == Shape::Batch).then_some(0);
-        let one = self.resolve(&self.policies.load(), input, at)?;
+        let one = self.resolve(&self.snapshot.load().policies, input, at)?;
         if shape == Shape::One && self.answers_locally(&one) {
             return self.decide_local(one, now_ms, span).await;
-        }
-        if let Some(candidate) = one.limit.candidate {
-            return self
-                .decide_one_judged(one, candidate, shape, now_ms, span)
-                .await;
         }
         let started = Started::now(span);
         let scope = one.policy.scope;
@@ -43,14 +37,16 @@ impl Limiter {
             Shape::Batch => self
                 .call_store_all(std::slice::from_ref(&one.check), scope, now_ms, span)
                 .await
-                .and_then(|mut decisions| {
-                    decisions
+                .and_then(|mut decided| {
+                    decided
                         .pop()
                         .ok_or_else(|| StoreError::Backend("the store answered no decision".into()))
                 }),
         };
-        match decided {
-            Ok(decision) => Ok(self.verdict(one, decision, now_ms, started)),
+        match decided.and_then(|decided| judged(&one.check, decided)) {
+            Ok((decision, judged)) => {
+                Ok(self.verdict(one, decision, judged.as_ref(), now_ms, started))
+            }
             Err(err) => self
                 .failed(vec![one], &err, now_ms, started)?
                 .pop()
@@ -74,50 +70,33 @@ impl Limiter {
         }
         let started = Started::now(span);
         let checks: Vec<Check<'_>> = resolved.iter().map(|r| r.check).collect();
-        let (decided, judged) = match candidates_of(&resolved) {
-            None => (
-                self.call_store_all(&checks, scope, now_ms, span).await,
-                None,
-            ),
-            Some(candidates) => {
-                match self
-                    .call_store_all_judged(&checks, &candidates, scope, now_ms, span)
-                    .await
-                {
-                    Ok(pairs) => {
-                        let (decisions, judged): (Vec<Decision>, Vec<Option<Decision>>) =
-                            pairs.into_iter().unzip();
-                        (Ok(decisions), Some(judged))
-                    }
-                    Err(err) => (Err(err), None),
-                }
-            }
+        let decided = self
+            .call_store_all(&checks, scope, now_ms, span)
+            .await
+            .and_then(|decided| {
+                checks
+                    .iter()
+                    .zip(decided)
+                    .map(|(check, decided)| judged(check, decided))
+                    .collect::<Result<Vec<_>, _>>()
+            });
+        let (decisions, judged): (Vec<Decision>, Vec<Option<Decision>>) = match decided {
+            Ok(pairs) => pairs.into_iter().unzip(),
+            Err(err) => return self.failed(resolved, &err, now_ms, started),
         };
         // The candidates were judged by the first call: a second one decides the enforced
         // checks alone.
-        let decisions = match decided {
-            Ok(decisions) => {
-                self.without_shadow_denials(&resolved, decisions, scope, now_ms, span)
-                    .await
-            }
-            Err(err) => Err(err),
-        };
-        match (decisions, judged) {
-            (Ok(decisions), None) => Ok(resolved
-                .into_iter()
-                .zip(decisions)
-                .map(|(r, d)| self.verdict(r, d, now_ms, started))
-                .collect()),
-            (Ok(decisions), Some(judged)) => Ok(resolved
+        match self
+            .without_shadow_denials(&resolved, decisions, scope, now_ms, span)
+            .await
+        {
+            Ok(decisions) => Ok(resolved
                 .into_iter()
                 .zip(decisions)
                 .zip(judged)
-                .map(|((r, d), judged)| match judged {
-                    Some(j) => self.verdict_judged(r, d, &j, now_ms, started),
-                    None => self.verdict(r, d, now_ms, started),
-                })
+                .map(|((r, d), judged)| self.verdict(r, d, judged.as_ref(), now_ms, started))
                 .collect()),
-            (Err(err), _) => self.failed(resolved, &err, now_ms, started),
+            Err(err) => self.failed(resolved, &err, now_ms, started),
         }
     }
 
@@ -138,11 +117,11 @@ impl Limiter {
         }
         // A guard, not a clone of the set's `Arc`: no reference count shared by every thread
         // is written. The resolved checks hold what they need.
-        let policies = self.policies.load();
+        let snapshot = self.snapshot.load();
         inputs
             .iter()
             .enumerate()
-            .map(|(i, input)| self.resolve(&policies, input, Some(i)))
+            .map(|(i, input)| self.resolve(&snapshot.policies, input, Some(i)))
             .collect()
     }
 
@@ -177,10 +156,16 @@ impl Limiter {
         if again.is_empty() {
             return Ok(decisions);
         }
-        let checks: Vec<Check<'_>> = again.iter().map(|&i| resolved[i].check).collect();
+        let checks: Vec<Check<'_>> = again
+            .iter()
+            .map(|&i| Check {
+                candidate: None,
+                ..resolved[i].check
+            })
+            .collect();
         let second = self.call_store_all(&checks, scope, now_ms, span).await?;
-        for (slot, decision) in again.iter().zip(second) {
-            decisions[*slot] = decision;
+        for (slot, decided) in again.iter().zip(second) {
+            decisions[*slot] = decided.decision;
         }
         Ok(decisions)
     }
@@ -227,10 +212,8 @@ impl Limiter {
             tier_slot,
             endpoint_slot: policy.endpoint_slot(input.endpoint),
             check: Check {
-                policy: input.policy,
-                key: input.key,
-                params: limit.params,
-                cost,
+                candidate: limit.candidate,
+                ..Check::new(input.policy, input.key, limit.params, cost)
             },
             limit,
             policy: policy.clone(),
@@ -266,5 +249,16 @@ fn one_slot(resolved: &[Resolved<'_>]) -> Result<(), LimitError> {
                 .to_owned(),
             field: Some(format!("checks[{i}].key")),
         }),
+    }
+}
+
+/// What the store decided for `check`: its decision, and its candidate's when it carries one
+/// (a store that answers none for it failed).
+fn judged(check: &Check<'_>, decided: Decided) -> Result<(Decision, Option<Decision>), StoreError> {
+    match (check.candidate, decided.candidate) {
+        (Some(_), None) => Err(StoreError::Backend(
+            "the store answered no candidate decision".into(),
+        )),
+        (_, judged) => Ok((decided.decision, judged)),
     }
 }

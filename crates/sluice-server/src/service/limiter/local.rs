@@ -5,7 +5,7 @@
 //! answers feeds both. Batches never come here: every batch goes to the backend.
 
 use sluice_core::{Algorithm, Decision};
-use sluice_store::{Check, StoreError};
+use sluice_store::{Check, StoreError, Unspent};
 use tracing::Span;
 
 use super::denied::DeniedCache;
@@ -50,7 +50,7 @@ impl Limiter {
             .answer(&slot, &one.check.params, cost, now_ms)
         {
             lease.local(&one.policy.name, Source::DeniedCache);
-            return Ok(self.verdict(one, decision, now_ms, started));
+            return Ok(self.verdict(one, decision, None, now_ms, started));
         }
         let leasable = leases::leased(&one.check.params);
         let mut grant = None;
@@ -75,7 +75,7 @@ impl Limiter {
                         retry_after_ms: 0,
                         delay_ms: 0,
                     };
-                    return Ok(self.verdict(one, decision, now_ms, started));
+                    return Ok(self.verdict(one, decision, None, now_ms, started));
                 }
                 Take::Acquire(g) => grant = Some(g),
                 Take::Backend => {}
@@ -86,7 +86,8 @@ impl Limiter {
             None => {
                 let decided = self
                     .call_store_one(&one.check, Scope::Local, now_ms, span)
-                    .await;
+                    .await
+                    .map(|decided| decided.decision);
                 if leasable {
                     let remaining = decided.as_ref().ok().map(|d| d.remaining);
                     self.local.leases.observe(&slot, remaining, false);
@@ -99,7 +100,7 @@ impl Limiter {
                 self.local
                     .denied
                     .remember(&slot, &one.check.params, cost, now_ms, &decision);
-                Ok(self.verdict(one, decision, now_ms, started))
+                Ok(self.verdict(one, decision, None, now_ms, started))
             }
             Err(err) => self
                 .failed(vec![one], &err, now_ms, started)?
@@ -130,6 +131,7 @@ impl Limiter {
         match self
             .call_store_one(&block, Scope::Local, now_ms, span)
             .await
+            .map(|decided| decided.decision)
         {
             Ok(decision) if decision.allowed => {
                 let (remaining, expired) =
@@ -157,7 +159,8 @@ impl Limiter {
                 }
                 let decided = self
                     .call_store_one(&one.check, Scope::Local, now_ms, span)
-                    .await;
+                    .await
+                    .map(|decided| decided.decision);
                 let remaining = decided.as_ref().ok().map(|d| d.remaining);
                 self.local.leases.observe(slot, remaining, false);
                 decided
@@ -176,13 +179,12 @@ impl Limiter {
         let (back, expired) = self.local.leases.idle(now_ms, idle_ms);
         for unspent in back {
             let name = &unspent.slot.policy;
-            let check = Check {
-                policy: name,
-                key: &unspent.slot.key,
-                params: unspent.params,
-                cost: unspent.units,
+            let check = Check::new(name, &unspent.slot.key, unspent.params, unspent.units);
+            let back = Unspent {
+                check,
+                token: unspent.token,
             };
-            let outcome = match self.store.give_back(&check, unspent.token, now_ms).await {
+            let outcome = match self.store.give_back(&back, now_ms).await {
                 Ok(()) => Units::Returned,
                 Err(err) => {
                     tracing::debug!(error = %err, "an unspent lease was not returned");

@@ -24,11 +24,12 @@ mod verdict;
 
 use arc_swap::ArcSwap;
 use sluice_core::{CheckError, Decision};
-use sluice_store::{Check, Store, StoreError};
+use sluice_store::{Check, Store, StoreError, StoreExt};
 use tracing::Span;
 
 use crate::metrics::Metrics;
-use crate::service::compiled::{Policy, PolicySet};
+use crate::service::compiled::Policy;
+use crate::service::snapshot::Snapshot;
 use crate::service::stores::RegionStores;
 use crate::telemetry::{self, TraceParent};
 use crate::top::TopKeys;
@@ -121,7 +122,8 @@ pub enum LimitError {
 #[derive(Debug)]
 pub struct Limiter {
     store: Arc<dyn Store>,
-    policies: ArcSwap<PolicySet>,
+    /// The one swap of the run-time settings: every check loads one snapshot.
+    snapshot: ArcSwap<Snapshot>,
     metrics: Arc<Metrics>,
     /// The limiter's bound on a local check call ([`outer_bound`]): `None` for the memory
     /// backend, which cannot hang, and for a store that bounds its own calls.
@@ -152,24 +154,28 @@ struct Resolved<'a> {
 }
 
 impl Limiter {
+    /// A limiter deciding on `store` with `snapshot` (a
+    /// [`PolicySet`](crate::service::policy::PolicySet) alone will do).
     pub fn new(
         store: Arc<dyn Store>,
-        policies: PolicySet,
+        snapshot: impl Into<Snapshot>,
         metrics: Arc<Metrics>,
         timeout: Duration,
     ) -> Self {
+        let snapshot = snapshot.into();
+        let policies = &snapshot.policies;
         let kind = store.kind();
         let bound = kind.is_redis().then_some(timeout);
         let timeout = bound.and_then(|bound| outer_bound(&*store, bound));
         let redis = kind.is_redis().then_some(kind.as_str());
         metrics.prime(kind.as_str(), policies.names());
-        candidate::prime(&metrics, &policies);
+        candidate::prime(&metrics, policies);
         store.set_batch_observer(metrics.batch_observer());
         let top = TopKeys::new();
         top.retain_policies(policies.names());
         Limiter {
             store,
-            policies: ArcSwap::from_pointee(policies),
+            snapshot: ArcSwap::from_pointee(snapshot),
             metrics,
             timeout,
             bound,
@@ -186,7 +192,7 @@ impl Limiter {
     /// replication in the metrics.
     pub fn with_region(mut self, stores: RegionStores) -> Self {
         if let Some(replicated) = &stores.replicated {
-            replicated.set_policies(self.policies.load().replicated());
+            replicated.set_policies(self.snapshot.load().policies.replicated());
             replicated.set_observer(self.metrics.replication_observer());
             self.metrics.prime_peers(&replicated.peers());
         }
@@ -247,30 +253,33 @@ impl Limiter {
                 self.metrics.set_replication_pending(peer, pending);
             }
         }
-        for name in self.policies.load().names() {
+        for name in self.snapshot.load().policies.names() {
             if let Some(ratio) = self.top.denied_keys_ratio(name, now_ms) {
                 self.metrics.denied_keys(name, ratio);
             }
         }
     }
 
-    /// The policies in force.
-    pub fn policies(&self) -> Arc<PolicySet> {
-        self.policies.load_full()
+    /// The snapshot in force: policies, RLS rules, forward-auth rules and their sources.
+    pub fn snapshot(&self) -> Arc<Snapshot> {
+        self.snapshot.load_full()
     }
 
-    /// Swaps in a new policy set; checks in flight finish on the old one. The denied cache
-    /// is dropped whole: a limit may have been raised (every reload, admin override and
-    /// override poll comes here).
-    pub fn replace_policies(&self, policies: PolicySet) {
+    /// Publishes `snapshot` (only the settings writer does, and [`App::new`] at start); checks
+    /// in flight finish on the old one. The denied cache is dropped whole: a limit may have
+    /// been raised (every reload, admin override and candidate change comes here).
+    ///
+    /// [`App::new`]: crate::service::App::new
+    pub fn publish(&self, snapshot: Snapshot) {
+        let policies = &snapshot.policies;
         self.metrics
             .prime(self.store.kind().as_str(), policies.names());
-        candidate::prime(&self.metrics, &policies);
+        candidate::prime(&self.metrics, policies);
         self.top.retain_policies(policies.names());
         if let Some(replicated) = &self.region.replicated {
             replicated.set_policies(policies.replicated());
         }
-        self.policies.store(Arc::new(policies));
+        self.snapshot.store(Arc::new(snapshot));
         self.local.denied.clear();
     }
 
@@ -319,6 +328,7 @@ impl Limiter {
         match self
             .call_store_one(check, Scope::Local, now_ms, &span)
             .await
+            .map(|decided| decided.decision)
         {
             Ok(decision) => {
                 span.record("ratelimit.allowed", decision.allowed);
@@ -417,7 +427,7 @@ impl Limiter {
 /// The bound the limiter puts around a call to `store` that must end within `timeout`: none
 /// when the store bounds its own calls (the Redis stores), so each check runs one timer.
 fn outer_bound(store: &dyn Store, timeout: Duration) -> Option<Duration> {
-    (!store.bounds_its_calls()).then_some(timeout)
+    (!store.capabilities().bounds_its_calls).then_some(timeout)
 }
 
 /// `call` bounded by `timeout` when there is one (the memory store has none: it cannot hang).
@@ -440,6 +450,7 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
+    use crate::service::compiled::PolicySet;
     use crate::testing::{Down, Hung};
     use sluice_config::PolicyConfig;
 

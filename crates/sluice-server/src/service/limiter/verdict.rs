@@ -10,27 +10,23 @@ use crate::metrics::{PolicyTierLabels, RequestLabels};
 use sluice_config::policy::FailMode;
 
 impl Limiter {
+    /// The verdict of `decision` for the check `r`, and `judged`, what its candidate decided
+    /// (if it has one), recorded.
     pub(super) fn verdict(
         &self,
         r: Resolved<'_>,
         decision: Decision,
+        judged: Option<&Decision>,
         now_ms: u64,
         started: Started,
     ) -> Verdict {
-        // Shadow denials count as rejections here: they are who the policy would limit.
-        self.top
-            .record(&r.policy.name, r.check.key, !decision.allowed, now_ms);
-        self.answer(r, decision, now_ms, started)
-    }
-
-    /// The verdict of `decision`, its top keys already recorded.
-    pub(super) fn answer(
-        &self,
-        r: Resolved<'_>,
-        decision: Decision,
-        now_ms: u64,
-        started: Started,
-    ) -> Verdict {
+        match judged {
+            Some(judged) => self.record_judged(&r, &decision, judged, now_ms),
+            // Shadow denials count as rejections here: they are who the policy would limit.
+            None => self
+                .top
+                .record(&r.policy.name, r.check.key, !decision.allowed, now_ms),
+        }
         let shadow = r.policy.shadow;
         let allowed = decision.allowed || shadow;
         if shadow && !decision.allowed {

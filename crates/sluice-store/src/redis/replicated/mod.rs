@@ -56,15 +56,16 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use parking_lot::{Mutex, RwLock};
-use sluice_core::{Algorithm, Decision, Params};
+use sluice_core::{Algorithm, Decision};
 
 use super::checks;
 use super::keys;
 use super::runner::ScriptRunner;
 use super::script_store::ScriptStore;
 use super::scripts::ScriptId;
+use crate::error::StoreError;
+use crate::store::{Capabilities, Check, Decided, Store, StoreKind, Unspent};
 
-use crate::{Check, Store, StoreError, StoreKind};
 // The budget's arithmetic is the config's too (a replicated policy's budget is checked when
 // the config compiles), so it lives in sluice-config.
 pub use sluice_config::backend::replication::{
@@ -468,7 +469,11 @@ impl ReplicatedStore {
         }
     }
 
-    async fn decide(&self, checks: &[Check<'_>], now_ms: u64) -> Result<Vec<Decision>, StoreError> {
+    async fn replicate(
+        &self,
+        checks: &[Check<'_>],
+        now_ms: u64,
+    ) -> Result<Vec<Decision>, StoreError> {
         let mut prepared = Vec::with_capacity(checks.len());
         let peers = &self.inner.peers;
         let mut keys = Vec::with_capacity(2 * checks.len());
@@ -576,76 +581,52 @@ impl Store for ReplicatedStore {
         self.inner.local.store.kind()
     }
 
-    async fn check(&self, check: &Check<'_>, now_ms: u64) -> Result<Decision, StoreError> {
-        let mut decisions = self.decide(std::slice::from_ref(check), now_ms).await?;
-        decisions
-            .pop()
-            .ok_or_else(|| StoreError::Backend("replicated check lost".into()))
+    /// Bounded by the caller: a replicated decision is several calls, and what the local
+    /// backend offers (its group commit, its bounds) is not this store's.
+    fn capabilities(&self) -> Capabilities<'_> {
+        Capabilities::default()
     }
 
-    async fn check_all(
-        &self,
-        checks: &[Check<'_>],
-        now_ms: u64,
-    ) -> Result<Vec<Decision>, StoreError> {
+    /// The checks replicated (see [`ReplicatedStore::replicate`]). Candidates are not
+    /// replicated (the config refuses them with `scope = "replicated"`): each is decided on
+    /// this region's backend alone, under the limit's hash tag as on a plain store, in a call
+    /// of its own beside the checks' (concurrent with it). Its counts are this region's, not
+    /// the fleet's. Any call failing fails the checks.
+    async fn decide(&self, checks: &[Check<'_>], now_ms: u64) -> Result<Vec<Decided>, StoreError> {
         if checks.is_empty() {
             return Ok(Vec::new());
         }
-        self.decide(checks, now_ms).await
-    }
-
-    /// Candidates are not replicated (the config refuses them with `scope = "replicated"`):
-    /// here the candidate is decided on this region's backend alone, under the limit's hash
-    /// tag as on a plain store, in a call of its own beside the check's (concurrent with it).
-    /// Its counts are this region's, not the fleet's. Either call failing fails the check.
-    async fn check_with_candidate(
-        &self,
-        check: &Check<'_>,
-        candidate: &Params,
-        now_ms: u64,
-    ) -> Result<(Decision, Decision), StoreError> {
         let local = &self.inner.local.store;
-        let (decision, judged) = futures::future::join(
-            self.check(check, now_ms),
-            checks::candidate_alone(local, check, candidate, now_ms),
-        )
-        .await;
-        Ok((decision?, judged?))
-    }
-
-    /// As [`check_with_candidate`](Self::check_with_candidate): the batch replicated, each
-    /// candidate on this region's backend alone, concurrently.
-    async fn check_all_with_candidates(
-        &self,
-        checks: &[Check<'_>],
-        candidates: &[Option<Params>],
-        now_ms: u64,
-    ) -> Result<Vec<(Decision, Option<Decision>)>, StoreError> {
-        let local = &self.inner.local.store;
-        let judging = checks
-            .iter()
-            .zip(candidates)
-            .map(|(check, candidate)| async move {
-                match candidate {
-                    Some(params) => checks::candidate_alone(local, check, params, now_ms)
-                        .await
-                        .map(Some),
-                    None => Ok(None),
-                }
-            });
+        let judging = checks.iter().map(|check| async move {
+            match &check.candidate {
+                Some(params) => checks::candidate_alone(local, check, params, now_ms)
+                    .await
+                    .map(Some),
+                None => Ok(None),
+            }
+        });
         let (decisions, judged) = futures::future::join(
-            self.check_all(checks, now_ms),
+            self.replicate(checks, now_ms),
             futures::future::join_all(judging),
         )
         .await;
         let mut judged = judged.into_iter();
         decisions?
             .into_iter()
-            .map(|decision| Ok((decision, judged.next().transpose()?.flatten())))
+            .map(|decision| Ok(Decided::of(decision, judged.next().transpose()?.flatten())))
             .collect()
+    }
+
+    fn decide_now(&self, _: &Check<'_>, _: u64) -> Option<Result<Decided, StoreError>> {
+        None
     }
 
     async fn ping(&self) -> Result<(), StoreError> {
         self.inner.local.store.ping().await
+    }
+
+    /// Nothing is leased on a replicated policy (leases are `scope = "local"` only).
+    async fn give_back(&self, _: &Unspent<'_>, _: u64) -> Result<(), StoreError> {
+        Ok(())
     }
 }

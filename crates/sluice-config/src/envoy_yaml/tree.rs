@@ -57,7 +57,7 @@ impl Unit {
 /// One `rate_limit` of the YAML, compiled.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Limit {
-    /// The sluice policy its checks are decided on (see [`policies`](super::policies));
+    /// The sluice policy its checks are decided on (see [`policies`](crate::envoy::policies));
     /// empty when `unlimited`.
     pub policy: String,
     pub unlimited: bool,
