@@ -178,11 +178,16 @@ impl Drop for Upstream {
     }
 }
 
+/// Where a file or directory of the repository (`examples/...`) is, by its path from the root.
+pub fn repo_path(path: &str) -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join(path)
+}
+
 /// The text of a file of the repository (`examples/...`), by its path from the root.
 pub fn repo_file(path: &str) -> String {
-    let full = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("..")
-        .join(path);
+    let full = repo_path(path);
     std::fs::read_to_string(&full).unwrap_or_else(|e| panic!("{}: {e}", full.display()))
 }
 

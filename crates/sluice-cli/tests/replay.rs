@@ -320,3 +320,30 @@ fn a_bad_config_an_unreadable_log_or_a_misfit_flag_exits_2() {
         assert!(stderr(&output).starts_with("sluice replay: "), "{args:?}");
     }
 }
+
+#[test]
+fn a_config_with_envoyproxy_ratelimit_yaml_replays_its_limits() {
+    let dir = Dir::new();
+    std::fs::create_dir(dir.0.path().join("ratelimit")).unwrap();
+    dir.write(
+        "ratelimit/edge.yaml",
+        "domain: edge\ndescriptors:\n  - key: remote_address\n    rate_limit: {name: per_ip, unit: minute, requests_per_unit: 10}\n",
+    );
+    // A path relative to the config file's directory.
+    let config = dir.write("sluice.toml", "[rls]\nenvoy_config = \"ratelimit\"\n");
+    let mut csv = String::from("timestamp,key,policy\n");
+    for i in 0..25 {
+        csv.push_str(&format!(
+            "{}.{i:03},remote_address=10.0.0.1,per_ip\n",
+            T0_SECS
+        ));
+    }
+    let log = dir.write("requests.csv", &csv);
+    let output = replay(
+        &config,
+        &["--format", "csv", "--json", log.to_str().unwrap()],
+    );
+    let document = json_of(&output);
+    // envoyproxy/ratelimit's counting: 10 a minute, the other 15 over the limit.
+    assert_eq!(counts(&document, "per_ip", "none"), (25, 15));
+}

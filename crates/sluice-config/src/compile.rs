@@ -113,7 +113,9 @@ pub fn compile(config: &Config, redis_url: Option<UrlCheck>) -> Result<Settings,
     let listen = compile_listen(&config.listen, &mut errors);
     let backend = compile_backend(&config.backend, redis_url, &mut errors);
     let telemetry = compile_telemetry(&config.telemetry, &mut errors);
-    if config.policies.is_empty() {
+    // With `rls.envoy_config`, its limits are the policies (and its problems say why none
+    // compiled).
+    if config.policies.is_empty() && config.rls.envoy_config.trim().is_empty() {
         errors.push(FieldError::new(
             "policies",
             "no policies: every check would answer unknown_policy; define at least one \

@@ -25,6 +25,8 @@ pub mod backend;
 mod compile;
 pub mod compiled;
 mod env;
+pub mod envoy;
+pub mod envoy_yaml;
 pub mod error;
 mod extract;
 pub mod forward_auth;

@@ -80,21 +80,27 @@ pub(crate) fn load_with<T>(
     let overlay = EnvOverlay::new(env, names);
     let set_by_env = overlay.fields();
     let figment = below.merge(overlay);
-    let extracted = extract(&figment).map_err(|err| from_figment(*err, &name))?;
+    let mut extracted = extract(&figment).map_err(|err| from_figment(*err, &name))?;
+    // The YAML of `rls.envoy_config` adds its domains and their policies to the tree, so
+    // both compiles below see them.
+    let dir = match source {
+        ConfigSource::File(path) => path.parent(),
+        _ => None,
+    };
+    let yaml = crate::envoy::attach(&mut extracted.config, dir);
     let errors: Vec<FieldError> = match (
         compile(&extracted.config, redis_url),
         also(&extracted.config),
     ) {
-        (Ok(mut settings), Ok(theirs)) if extracted.problems.is_empty() => {
+        (Ok(mut settings), Ok(theirs)) if extracted.problems.is_empty() && yaml.is_empty() => {
             settings.source = name;
             return Ok((settings, theirs));
         }
         // A field refused by the extraction reached the compile step unset: it is reported
         // once, as what it was, not again as missing.
-        (ours, theirs) => ours
-            .err()
-            .unwrap_or_default()
+        (ours, theirs) => yaml
             .into_iter()
+            .chain(ours.err().unwrap_or_default())
             .chain(theirs.err().unwrap_or_default())
             .filter(|error| !extracted.refused(&error.field))
             .collect(),

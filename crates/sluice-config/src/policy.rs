@@ -386,6 +386,7 @@ fn compile_policy<M: Meters>(
         limit,
         window_ms,
         burst: config.burst.unwrap_or(limit).max(1),
+        counting: config.counting,
     };
     if let Err(why) = base_params.validate() {
         errors.push(FieldError::new(field(name, "limit"), why.to_string()));
@@ -566,6 +567,7 @@ fn compile_tiers(
             limit: tier_limit,
             window_ms: base.window_ms,
             burst: tier_config.burst.unwrap_or(tier_limit).max(1),
+            counting: base.counting,
         };
         match params.validate() {
             Ok(()) => {

@@ -11,6 +11,8 @@ use crate::schema::{PolicyConfig, RlsConfig};
 #[derive(Debug, Default)]
 pub struct Rules {
     by_domain: HashMap<Box<str>, Vec<Rule>>,
+    /// The domains of `rls.envoy_config`, loaded with the config (and so swapped with it).
+    pub envoy: std::sync::Arc<crate::envoy_yaml::EnvoyDomains>,
 }
 
 /// One `[[rls.descriptors]]` entry.
@@ -38,7 +40,10 @@ impl Rules {
         policies: &BTreeMap<String, PolicyConfig>,
     ) -> Result<Rules, Vec<FieldError>> {
         let mut errors = Vec::new();
-        let mut rules = Rules::default();
+        let mut rules = Rules {
+            envoy: config.envoy.clone(),
+            ..Rules::default()
+        };
         for (i, d) in config.descriptors.iter().enumerate() {
             let field = |name: &str| format!("rls.descriptors[{i}].{name}");
             let before = errors.len();
@@ -262,6 +267,7 @@ mod tests {
                     "u:{user}:{path}:{user}",
                 ),
             ],
+            ..RlsConfig::default()
         };
         let rules = Rules::compile(&config, &policies()).unwrap();
         assert_eq!(rules.len(), 2);
@@ -302,6 +308,7 @@ mod tests {
                 rule("edge", &["a"], "public", "{a}"),
                 rule("edge", &["a"], "public", "again:{a}"),
             ],
+            ..RlsConfig::default()
         };
         let errors = Rules::compile(&config, &policies()).unwrap_err();
         let fields: Vec<&str> = errors.iter().map(|e| e.field.as_str()).collect();
@@ -340,6 +347,7 @@ mod tests {
                 // Another domain may use another scope.
                 rule("api", &["b"], "shared", "b:{b}"),
             ],
+            ..RlsConfig::default()
         };
         let errors = Rules::compile(&config, &policies).unwrap_err();
         assert_eq!(errors.len(), 1, "{errors:?}");

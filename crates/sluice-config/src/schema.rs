@@ -258,6 +258,12 @@ impl Default for ForwardAuthConfig {
 pub struct RlsConfig {
     /// Envoy descriptors to policies.
     pub descriptors: Vec<RlsDescriptorConfig>,
+    /// envoyproxy/ratelimit YAML: a directory of files (one domain each) or one file.
+    pub envoy_config: String,
+    /// Not a config key: the domains read from `envoy_config` by the load
+    /// ([`envoy::attach`](crate::envoy::attach)).
+    #[serde(skip)]
+    pub envoy: std::sync::Arc<crate::envoy_yaml::EnvoyDomains>,
 }
 
 /// `[[rls.descriptors]]`: a descriptor of `domain` whose entry keys are exactly `keys` (in
@@ -324,6 +330,10 @@ pub struct PolicyConfig {
     /// A usage policy: checks ask (cost defaults to 0) and what a request used is charged
     /// after it (`POST /v1/charge`), into debt if need be.
     pub usage: bool,
+    /// Not a config key: how the policy's checks count. The limits of `rls.envoy_config`
+    /// count every hit, as envoyproxy/ratelimit does; `[policies.*]` count what they admit.
+    #[serde(skip)]
+    pub counting: sluice_core::Counting,
 }
 
 impl Default for PolicyConfig {
@@ -343,6 +353,7 @@ impl Default for PolicyConfig {
             lease: "auto".to_owned(),
             candidate: None,
             usage: false,
+            counting: sluice_core::Counting::Admitted,
         }
     }
 }

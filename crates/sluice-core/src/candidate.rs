@@ -10,18 +10,19 @@ use crate::params::Params;
 use crate::state::State;
 
 /// The cost a candidate judges a check of `cost` at: the cost itself, or 0 (a peek of its
-/// state) when the cost exceeds the candidate's capacity, which it could never admit: the
-/// candidate then "would reject" ([`candidate_decision`]), and the caller, whose check was
-/// valid for the limit in force, gets no error for it.
+/// state) when the cost exceeds the largest the candidate takes ([`Params::max_cost`]: its
+/// capacity, or any hit count when it counts every hit): the candidate then "would reject"
+/// ([`candidate_decision`]), and the caller, whose check was valid for the limit in force,
+/// gets no error for it.
 pub fn candidate_cost(cost: u64, candidate: &Params) -> u64 {
-    if cost > candidate.capacity() { 0 } else { cost }
+    if cost > candidate.max_cost() { 0 } else { cost }
 }
 
 /// The candidate's decision from what its state answered for [`candidate_cost`]: for a cost
-/// beyond its capacity, a rejection describing the state as the peek found it (it never
+/// beyond its [`max_cost`](Params::max_cost), a rejection describing the state as the peek found it (it never
 /// passes, so no `retry_after`).
 pub fn candidate_decision(cost: u64, candidate: &Params, answered: Decision) -> Decision {
-    if cost > candidate.capacity() {
+    if cost > candidate.max_cost() {
         Decision {
             allowed: false,
             retry_after_ms: 0,
@@ -54,6 +55,7 @@ mod tests {
             limit: 3,
             window_ms: 1000,
             burst: 3,
+            counting: crate::Counting::Admitted,
         };
         let mut state = State::Fresh;
         let judged = judge(&candidate, &mut state, 0, 5);

@@ -47,6 +47,7 @@ fn case(
         limit,
         window_ms,
         burst,
+        counting: crate::Counting::Admitted,
     };
     let steps = rows
         .iter()
@@ -114,6 +115,7 @@ pub fn usage_cases() -> Vec<Case> {
         limit,
         window_ms,
         burst,
+        counting: crate::Counting::Admitted,
     };
     const HOUR: u64 = 3_600_000;
     // The end of the hour BASE_MS falls in, as an offset from it.
@@ -170,6 +172,12 @@ pub fn usage_cases() -> Vec<Case> {
     ]
 }
 
+/// `case` counting every hit (envoyproxy/ratelimit's rule).
+fn every_hit(mut case: Case) -> Case {
+    case.params.counting = crate::Counting::EveryHit;
+    case
+}
+
 /// The hand-checked cases, at least one per algorithm.
 pub fn cases() -> Vec<Case> {
     use Algorithm::*;
@@ -199,6 +207,23 @@ pub fn cases() -> Vec<Case> {
                 (5000, 0, true, 3, 5000, 0, 0),
             ],
         ),
+        every_hit(case(
+            "fixed_window counting every hit: denied hits count, a peek asks whether any is left",
+            FixedWindow,
+            3,
+            1000,
+            3,
+            &[
+                (0, 1, true, 2, 1000, 0, 0),
+                (100, 2, true, 0, 1000, 0, 0),
+                (200, 0, false, 0, 1000, 800, 0),
+                (300, 1, false, 0, 1000, 700, 0),
+                (400, 5, false, 0, 1000, 600, 0),
+                (1000, 0, true, 3, 1000, 0, 0),
+                (1000, 3, true, 0, 2000, 0, 0),
+                (1500, 1, false, 0, 2000, 500, 0),
+            ],
+        )),
         case(
             "sliding_window_log: entries leave exactly one window after they came",
             SlidingWindowLog,
@@ -295,13 +320,19 @@ fn generated(seed: u64, steps_per_case: usize, usage: bool) -> Vec<Case> {
     let mut rng = SplitMix(seed);
     let shapes: [(u64, u64, u64); 3] = [(5, 1000, 8), (7, 300, 3), (100, 60_000, 150)];
     let mut out = Vec::new();
-    for algorithm in Algorithm::ALL {
+    let every_hit = (Algorithm::FixedWindow, crate::Counting::EveryHit);
+    let kinds = Algorithm::ALL
+        .map(|algorithm| (algorithm, crate::Counting::Admitted))
+        .into_iter()
+        .chain([every_hit]);
+    for (algorithm, counting) in kinds {
         for (i, &(limit, window_ms, burst)) in shapes.iter().enumerate() {
             let params = Params {
                 algorithm,
                 limit,
                 window_ms,
                 burst,
+                counting,
             };
             let mut state = State::Fresh;
             let mut now = BASE_MS + rng.below(window_ms);
@@ -337,7 +368,7 @@ fn generated(seed: u64, steps_per_case: usize, usage: bool) -> Vec<Case> {
             }
             out.push(Case {
                 name: format!(
-                    "generated {}{algorithm} #{i} (seed {seed})",
+                    "generated {}{algorithm} {counting:?} #{i} (seed {seed})",
                     if usage { "usage " } else { "" }
                 ),
                 params,

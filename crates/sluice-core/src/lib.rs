@@ -27,7 +27,9 @@ mod state;
 pub use candidate::{candidate_cost, candidate_decision, judge};
 pub use decision::{CheckError, Decision};
 pub use mode::{MAX_BALANCE, Mode};
-pub use params::{Algorithm, MAX_EXACT, MAX_LOG_LIMIT, Params, ParamsError};
+pub use params::{
+    Algorithm, Counting, MAX_EVERY_HIT_COST, MAX_EXACT, MAX_LOG_LIMIT, Params, ParamsError,
+};
 pub use splitmix::SplitMix;
 pub use state::{LogEntry, State};
 
@@ -71,12 +73,14 @@ pub fn decide_with(
 /// capacity (it never could), or a charge or refund on an algorithm that carries no debt. A
 /// store that decides elsewhere (a Redis script) asks this before sending.
 pub fn validate_check(params: &Params, cost: u64, mode: Mode) -> Result<(), CheckError> {
-    if mode.adjusts() && !params.algorithm.carries_debt() {
+    // Counting every hit (envoyproxy/ratelimit's rule) has no notion of a debt either.
+    if mode.adjusts() && (!params.algorithm.carries_debt() || params.counting == Counting::EveryHit)
+    {
         return Err(CheckError::NoDebt {
             algorithm: params.algorithm,
         });
     }
-    let capacity = params.capacity();
+    let capacity = params.max_cost();
     let need = mode.plan(cost).need;
     if need > capacity {
         return Err(CheckError::CostExceedsCapacity {

@@ -66,6 +66,23 @@ impl fmt::Display for Algorithm {
     }
 }
 
+/// What a check counts: sluice's own rule, or envoyproxy/ratelimit's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Counting {
+    /// A check consumes only when allowed (every sluice policy).
+    #[default]
+    Admitted,
+    /// fixed_window only: every hit is counted, denied ones too, and a check is denied when
+    /// the count after it exceeds the limit (a cost of 0 asks: denied once nothing is left).
+    /// This is how envoyproxy/ratelimit counts, so its YAML limits behave as there. A check
+    /// counted this way never cancels a batch: its hits count whatever the others answer.
+    EveryHit,
+}
+
+/// The largest cost one check counting [`Counting::EveryHit`] may carry: Envoy sends
+/// `hits_addend` as a u32, and counts are kept below [`MAX_EXACT`].
+pub const MAX_EVERY_HIT_COST: u64 = u32::MAX as u64;
+
 /// One limit: `limit` requests per `window_ms`, with `burst` as the bucket capacity (token
 /// bucket, GCRA) or the queue length (leaky bucket).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -74,6 +91,7 @@ pub struct Params {
     pub limit: u64,
     pub window_ms: u64,
     pub burst: u64,
+    pub counting: Counting,
 }
 
 /// Why a set of parameters is refused.
@@ -89,6 +107,8 @@ pub enum ParamsError {
         "limit/burst ({value}) times window in ms ({window_ms}) must stay below 2^53 for exact arithmetic; use a shorter window or a smaller limit"
     )]
     TooLarge { value: u64, window_ms: u64 },
+    #[error("only fixed_window can count every hit")]
+    EveryHitNeedsFixedWindow,
     #[error(
         "sliding_window_log keeps one entry per request, so its limit is at most {MAX_LOG_LIMIT}; use sliding_window_counter for larger limits"
     )]
@@ -108,6 +128,7 @@ impl Params {
             limit,
             window_ms,
             burst,
+            counting: Counting::Admitted,
         };
         params.validate()?;
         Ok(params)
@@ -125,10 +146,15 @@ impl Params {
             return Err(ParamsError::ZeroBurst);
         }
         let value = self.limit.max(self.burst);
-        if value
-            .checked_mul(self.window_ms)
-            .is_none_or(|product| product >= MAX_EXACT)
-        {
+        // Counting every hit multiplies no count by a window: its count and window edges stay
+        // exact as long as each is (a limit of billions per year is a valid envoyproxy one).
+        let exact = match self.counting {
+            Counting::Admitted => value
+                .checked_mul(self.window_ms)
+                .is_some_and(|product| product < MAX_EXACT),
+            Counting::EveryHit => value < MAX_EXACT && self.window_ms < MAX_EXACT,
+        };
+        if !exact {
             return Err(ParamsError::TooLarge {
                 value,
                 window_ms: self.window_ms,
@@ -137,7 +163,20 @@ impl Params {
         if self.algorithm == Algorithm::SlidingWindowLog && self.limit > MAX_LOG_LIMIT {
             return Err(ParamsError::LogTooLong);
         }
+        if self.counting == Counting::EveryHit && self.algorithm != Algorithm::FixedWindow {
+            return Err(ParamsError::EveryHitNeedsFixedWindow);
+        }
         Ok(())
+    }
+
+    /// The largest cost a single check may carry: [`capacity`](Self::capacity), except
+    /// when every hit is counted, where any hit count Envoy can send is counted (and denied
+    /// when above the limit).
+    pub fn max_cost(&self) -> u64 {
+        match self.counting {
+            Counting::Admitted => self.capacity(),
+            Counting::EveryHit => MAX_EVERY_HIT_COST,
+        }
     }
 
     /// The largest cost a single check may ask for: the bucket size for bucket algorithms,

@@ -14,7 +14,9 @@
 //! What a change leads to is the caller's: `sluiced` runs the very reload SIGHUP runs (the same
 //! validation, the same metric, the running config kept on error). The same watch, over a set
 //! of files, notices a rotated TLS certificate, key or CA bundle ([`ConfigWatch::files`]):
-//! cert-manager and kubelet replace Secret mounts the way they replace ConfigMaps.
+//! cert-manager and kubelet replace Secret mounts the way they replace ConfigMaps. A path of
+//! the set may be a directory (envoyproxy/ratelimit's YAML directory, `rls.envoy_config`): it
+//! is watched itself, and its content is its YAML files.
 
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::path::{Path, PathBuf};
@@ -25,7 +27,7 @@ use notify::{Event, EventKind, RecommendedWatcher, RecursiveMode, Watcher};
 use parking_lot::Mutex;
 use tokio::sync::mpsc;
 
-use sluice_config::ConfigSource;
+use sluice_config::{ConfigSource, envoy_yaml};
 
 /// How long the directory must stay quiet before the file is read: long enough to cover the
 /// steps of one kubelet update or editor save, short against kubelet's own sync period (about a
@@ -113,6 +115,7 @@ impl ConfigWatch {
         let mut dirs: Vec<PathBuf> = paths
             .iter()
             .map(|path| match path.parent() {
+                _ if path.is_dir() => path.clone(),
                 Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
                 _ => PathBuf::from("."),
             })
@@ -238,6 +241,14 @@ async fn debounced(
 fn fingerprint(paths: &[PathBuf]) -> Option<u64> {
     let mut hasher = DefaultHasher::new();
     for path in paths {
+        if path.is_dir() {
+            // A directory: the names and bytes of the YAML files the config load reads.
+            for file in envoy_yaml::yaml_files(path).ok()? {
+                file.hash(&mut hasher);
+                std::fs::read(&file).ok()?.hash(&mut hasher);
+            }
+            continue;
+        }
         std::fs::read(path).ok()?.hash(&mut hasher);
     }
     Some(hasher.finish())

@@ -51,8 +51,10 @@
 //!    `server/gate.rs` admits the connection (or answers 503 and closes it by
 //!    `server/linger.rs`), and `server/connection.rs` serves it with hyper under the header
 //!    and idle timeouts.
-//! 2. The router of `http/mod.rs` hands the request to `http/check.rs`, which parses the body
-//!    without copying its strings into a [`service::limiter::CheckInput`].
+//! 2. `http/api.rs` hands a `POST /v1/check` with a declared length straight to
+//!    `http/check.rs` (every other request goes through the router of `http/mod.rs`), which
+//!    reads the body (`http/plain_body.rs` for a plain one, serde otherwise) without copying
+//!    its strings into a [`service::limiter::CheckInput`].
 //! 3. `service/limiter/mod.rs` starts the span; `service/limiter/decide.rs` resolves the check
 //!    against the policies of the one snapshot it loads (`service/snapshot.rs`, published
 //!    whole by `service/writer.rs` on every reload and settings change) and

@@ -278,6 +278,12 @@ async fn run(
     let (drop_tx, drop_rx) = tokio::sync::oneshot::channel::<()>();
     let reload_app = app.clone();
     let mut watch = ConfigWatch::for_source(&source);
+    // The YAML of `rls.envoy_config` as loaded at start, reloaded like the file when it
+    // changes (a new path set by a reload is read on every reload, watched from the next start).
+    let mut yaml_watch = match app.limiter.snapshot().rls.envoy.path() {
+        Some(path) => ConfigWatch::files(&[path.to_path_buf()], "envoyproxy/ratelimit YAML"),
+        None => ConfigWatch::for_source(&ConfigSource::Builtin),
+    };
     // The certificate files of the listeners, read again when they change (a rotation).
     let mut tls_watch = match &listener_tls {
         Some(tls) => ConfigWatch::files(&tls.paths(), "listen.tls files"),
@@ -292,6 +298,7 @@ async fn run(
                 _ = hangup.recv() => {
                     reload_app.reload(&source).await;
                     watch.reloaded();
+                    yaml_watch.reloaded();
                     // A rotated client certificate or CA of [backend.tls].
                     if let Some(files) = reload_app.limiter.store().capabilities().tls {
                         files.reload_tls();
@@ -302,6 +309,7 @@ async fn run(
                     }
                 }
                 () = watch.changed() => reload_app.reload(&source).await,
+                () = yaml_watch.changed() => reload_app.reload(&source).await,
                 () = tls_watch.changed() => {
                     if let Some(tls) = &listener_tls {
                         tls.reload_logged();

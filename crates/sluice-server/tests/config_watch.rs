@@ -212,3 +212,48 @@ async fn a_configmap_symlink_swap_applies_its_limit_and_the_same_content_reloads
     until_metric(&c, r#"rate_limit_config_reloads_total{result="error"} 1"#).await;
     assert_eq!(limit_of(&c).await, 5);
 }
+
+/// An envoyproxy/ratelimit YAML file whose one limit is named `p` (its policy's name).
+fn yaml(limit: u32) -> String {
+    format!(
+        "domain: edge\ndescriptors:\n  - key: remote_address\n    rate_limit:\n      name: p\n      unit: hour\n      requests_per_unit: {limit}\n"
+    )
+}
+
+#[tokio::test]
+async fn an_edited_envoy_yaml_directory_applies_its_limits_and_a_bad_edit_keeps_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let yaml_dir = dir.path().join("ratelimit");
+    std::fs::create_dir(&yaml_dir).unwrap();
+    let file = yaml_dir.join("edge.yaml");
+    std::fs::write(&file, yaml(1)).unwrap();
+    let config = dir.path().join("sluice.toml");
+    let rls = format!(
+        "[rls]\nenvoy_config = {:?}\n",
+        yaml_dir.display().to_string()
+    );
+    std::fs::write(&config, config_text(dir.path(), &rls)).unwrap();
+    let d = Running::start(dir.path(), &config);
+    let c = d.client();
+    assert_eq!(limit_of(&c).await, 1);
+
+    // An edit of a YAML file of the directory, no signal: applied.
+    replace(&file, &yaml(3));
+    until_limit(&c, 3).await;
+    until_metric(&c, r#"rate_limit_config_reloads_total{result="ok"} 1"#).await;
+
+    // A bad edit: counted as an error, logged naming the file and the path, the limit kept.
+    replace(&file, &yaml(3).replace("unit: hour", "unit: hours"));
+    until_metric(&c, r#"rate_limit_config_reloads_total{result="error"} 1"#).await;
+    assert_eq!(limit_of(&c).await, 3);
+    let log = d.log();
+    assert!(
+        log.contains("edge.yaml") && log.contains("descriptors[0].rate_limit.unit"),
+        "{log}"
+    );
+
+    // A file added to the directory counts as a change too.
+    replace(&file, &yaml(5));
+    std::fs::write(yaml_dir.join("other.yaml"), "domain: other\n").unwrap();
+    until_limit(&c, 5).await;
+}

@@ -3,7 +3,7 @@
 //! candidate limits).
 
 use async_trait::async_trait;
-use sluice_core::{Decision, Mode, Params, candidate_cost};
+use sluice_core::{Counting, Decision, Mode, Params, candidate_cost};
 
 use crate::error::StoreError;
 use crate::settings::{
@@ -117,6 +117,13 @@ pub(crate) fn candidate_check<'a>(
         candidate_cost(check.cost, candidate),
     )
     .in_mode(candidate_mode(check.mode, candidate))
+}
+
+/// Whether `decision` of `check` makes its all-or-nothing batch consume nothing: a denial,
+/// unless the check counts every hit ([`Counting::EveryHit`]), whose hits count whatever the
+/// others answer.
+pub(crate) fn cancels_batch((check, decision): (&Check<'_>, &Decision)) -> bool {
+    !decision.allowed && check.params.counting == Counting::Admitted
 }
 
 /// The backends sluice can keep state in.

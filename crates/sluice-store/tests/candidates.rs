@@ -52,7 +52,7 @@ fn limit_beside(case: &Case, n: usize) -> Params {
 /// What the core answers a candidate asked `cost` at `now_ms`: its own decision, or for a
 /// cost beyond its capacity a rejection describing the state as a peek finds it.
 fn core_candidate(candidate: &Params, state: &mut State, now_ms: u64, cost: u64) -> Decision {
-    if cost > candidate.capacity() {
+    if cost > candidate.max_cost() {
         let peek = sluice_core::decide(candidate, state, now_ms, 0).unwrap();
         Decision {
             allowed: false,

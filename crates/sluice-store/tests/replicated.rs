@@ -69,6 +69,7 @@ fn check(policy: &str, key: &'static str, limit: u64, cost: u64) -> Check<'stati
             limit,
             window_ms: WINDOW,
             burst: limit,
+            counting: sluice_core::Counting::Admitted,
         },
         cost,
     )

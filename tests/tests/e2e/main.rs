@@ -11,6 +11,8 @@ mod caddy;
 mod candidate;
 mod candidate_admin;
 mod envoy;
+mod envoy_yaml;
+mod envoy_yaml_proxy;
 mod errors;
 mod features;
 mod forward_auth;

@@ -2,12 +2,16 @@
 //! README or of a book page is a part of a config: it is laid over the built-in config
 //! (`examples/sluice.toml`, tables merged, the block's keys winning) and compiled by the daemon's
 //! own load, the one `sluiced --check-config` runs. A ```` ```toml,standalone ```` block is a
-//! whole file and compiled alone. A renamed key or a value the daemon now refuses fails here, with
+//! whole file and compiled alone. A ```` ```toml,envoy-yaml ```` block names an
+//! envoyproxy/ratelimit YAML directory of the reader's machine in `rls.envoy_config`: the
+//! repository's example directory (`examples/envoy-ratelimit/config`) is read in its place, so
+//! the YAML is loaded too. A renamed key or a value the daemon now refuses fails here, with
 //! the page and the line of the block, instead of in a reader's terminal.
 
 use sluice_config::ConfigSource;
 use sluice_server::service;
 
+use crate::assets;
 use crate::docs::{self, Fence};
 
 /// `over` laid onto `base`: tables merge key by key, anything else in `over` replaces.
@@ -57,8 +61,16 @@ fn config_of(fence: &Fence, where_: &str) -> String {
     if fence.has("standalone") {
         return fence.body.clone();
     }
-    let over: toml::Table = toml::from_str(&fence.body)
+    let mut over: toml::Table = toml::from_str(&fence.body)
         .unwrap_or_else(|e| panic!("{where_}: the block is not TOML: {e}"));
+    if fence.has("envoy-yaml") {
+        let example = assets::root().join("examples/envoy-ratelimit/config");
+        let rls = over.get_mut("rls").and_then(toml::Value::as_table_mut);
+        let Some(rls) = rls.filter(|rls| rls.contains_key("envoy_config")) else {
+            panic!("{where_}: an envoy-yaml block sets no rls.envoy_config");
+        };
+        rls.insert("envoy_config".into(), example.display().to_string().into());
+    }
     let mut base: toml::Table = toml::from_str(&docs::read("examples/sluice.toml")).unwrap();
     merge(&mut base, over);
     toml::to_string(&base).unwrap()

@@ -159,6 +159,7 @@ fn candidate_params(
         limit,
         window_ms,
         burst: burst.unwrap_or(limit),
+        counting: sluice_core::Counting::Admitted,
     };
     match params.validate() {
         Ok(()) => Some(params),

@@ -1,8 +1,11 @@
 //! fixed_window: a counter per aligned window. Cheap and loose: a client can pass `limit` at
 //! the end of one window and `limit` again at the start of the next (2x at the boundary).
+//!
+//! With [`Counting::EveryHit`] (envoyproxy/ratelimit's rule) every hit is counted, the denied
+//! ones too, and a check is denied when the count after it exceeds the limit.
 
 use crate::mode::{MAX_BALANCE, Plan, remaining_and_debt};
-use crate::{Decision, Params};
+use crate::{Counting, Decision, MAX_EXACT, Params};
 
 pub(super) fn decide(
     p: &Params,
@@ -18,13 +21,29 @@ pub(super) fn decide(
         *window = index;
         *count = 0;
     }
-    // A charge counts in the window it was charged in, beyond the limit if need be.
-    *count = plan.adjust(*count, 1, MAX_BALANCE);
-    let allowed = *count <= p.limit.saturating_sub(plan.need);
-    if allowed {
-        *count += plan.take;
-    }
-    let (remaining, debt) = remaining_and_debt(p.limit, *count, 1);
+    let allowed = match p.counting {
+        // Counts stay exact in a Lua double: capped at 2^53, far above any limit.
+        Counting::EveryHit if plan.take > 0 => {
+            *count = count.saturating_add(plan.take).min(MAX_EXACT);
+            *count <= p.limit
+        }
+        // With nothing to count, a question only: is anything left?
+        Counting::EveryHit => *count < p.limit,
+        Counting::Admitted => {
+            // A charge counts in the window it was charged in, beyond the limit if need be.
+            *count = plan.adjust(*count, 1, MAX_BALANCE);
+            let allowed = *count <= p.limit.saturating_sub(plan.need);
+            if allowed {
+                *count += plan.take;
+            }
+            allowed
+        }
+    };
+    let (remaining, debt) = match p.counting {
+        Counting::Admitted => remaining_and_debt(p.limit, *count, 1),
+        // Hits past the limit are counted, not owed.
+        Counting::EveryHit => (p.limit.saturating_sub(*count), 0),
+    };
     let window_end = index.saturating_add(1).saturating_mul(w);
     Decision {
         allowed,

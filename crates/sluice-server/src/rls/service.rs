@@ -33,7 +33,6 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use http::HeaderMap;
 use sluice_api::{MAX_BATCH, MAX_KEY_BYTES};
 use sluice_core::{CheckError, Mode};
 use tokio::net::{TcpListener, UnixListener};
@@ -41,15 +40,13 @@ use tokio::sync::watch;
 use tokio_stream::wrappers::UnixListenerStream;
 use tonic::{Request, Response, Status};
 
-use super::generated::envoy::config::core::v3::HeaderValue;
 use super::generated::envoy::service::ratelimit::v3 as pb;
+use super::reply::{limit_error, response};
 use super::tls::tls_incoming;
 use crate::server::tls::ListenerTls;
-use crate::service::answer::{body_of, set_headers};
 use crate::service::app::App;
 use crate::service::compiled::Policy;
-use crate::service::json::PROBLEM_JSON;
-use crate::service::limiter::{CheckInput, LimitError, Verdict};
+use crate::service::limiter::{CheckInput, Verdict};
 use pb::rate_limit_response::rate_limit::Unit;
 use pb::rate_limit_response::{Code, DescriptorStatus, RateLimit};
 use pb::rate_limit_service_server::{RateLimitService, RateLimitServiceServer};
@@ -172,6 +169,14 @@ impl RlsService {
     /// together, all-or-nothing; the others are not limited.
     pub async fn answer(&self, request: &RateLimitRequest) -> Result<RateLimitResponse, Status> {
         validate(request)?;
+        // A domain of `rls.envoy_config` is answered as envoyproxy/ratelimit answers it.
+        let yaml = {
+            let rules = &self.app.limiter.snapshot().rls;
+            (rules.envoy.get(&request.domain).is_some()).then(|| rules.envoy.clone())
+        };
+        if let Some(domains) = yaml {
+            return super::yaml_domains::answer(&self.app, &domains, request).await;
+        }
         let matched = self.matched(request)?;
         let mut statuses = vec![
             DescriptorStatus {
@@ -259,7 +264,7 @@ impl RlsService {
         let mut verdicts: Vec<Option<Verdict>> = vec![None; inputs.len()];
         for &i in &charges {
             let verdict = self.app.limiter.check(&inputs[i], now_ms).await;
-            verdicts[i] = Some(verdict.map_err(status_of_error)?);
+            verdicts[i] = Some(verdict.map_err(limit_error)?);
         }
         let checked: Vec<CheckInput<'_>> = checks.iter().map(|&i| inputs[i]).collect();
         let result = match checked.as_slice() {
@@ -267,7 +272,7 @@ impl RlsService {
             [one] => self.app.limiter.check(one, now_ms).await.map(|v| vec![v]),
             many => self.app.limiter.check_batch(many, now_ms).await,
         };
-        for (&i, verdict) in checks.iter().zip(result.map_err(status_of_error)?) {
+        for (&i, verdict) in checks.iter().zip(result.map_err(limit_error)?) {
             verdicts[i] = Some(verdict);
         }
         verdicts
@@ -286,19 +291,6 @@ fn cost_and_mode(own: Option<u64>, request: u32, usage: bool) -> (u64, Mode) {
         Some(hits) => (hits, Mode::Consume),
         None if usage => (u64::from(request), Mode::Ask),
         None => (u64::from(request).max(1), Mode::Consume),
-    }
-}
-
-/// The gRPC status of a check that got no decision.
-fn status_of_error(err: LimitError) -> Status {
-    match err {
-        LimitError::BackendUnavailable => {
-            Status::unavailable("the rate-limit backend is unavailable and the policy fails closed")
-        }
-        LimitError::BadRequest { .. } | LimitError::CostExceedsCapacity { .. } => {
-            Status::invalid_argument(err.to_string())
-        }
-        LimitError::UnknownPolicy { .. } => Status::failed_precondition(err.to_string()),
     }
 }
 
@@ -342,43 +334,6 @@ fn over_capacity(
         statuses: statuses.to_vec(),
         ..RateLimitResponse::default()
     })
-}
-
-/// The response to decided descriptors: the headers of the most restrictive verdict (the
-/// longest wait of a denial, else the least remaining), and on a denial sluiced's problem
-/// document as the body.
-fn response(statuses: Vec<DescriptorStatus>, verdicts: &[Verdict]) -> RateLimitResponse {
-    let allowed = verdicts.iter().all(|v| v.allowed);
-    let worst = verdicts
-        .iter()
-        .filter(|v| !v.allowed)
-        .max_by_key(|v| v.decision.retry_after_ms)
-        .or_else(|| verdicts.iter().min_by_key(|v| v.decision.remaining));
-    let mut headers = HeaderMap::new();
-    let mut raw_body = Vec::new();
-    if let Some(worst) = worst {
-        set_headers(&mut headers, worst);
-        if !allowed {
-            raw_body = serde_json::to_vec(&body_of(worst)).unwrap_or_default();
-            headers.insert(http::header::CONTENT_TYPE, PROBLEM_JSON);
-        }
-    }
-    RateLimitResponse {
-        overall_code: if allowed { Code::Ok } else { Code::OverLimit }.into(),
-        statuses,
-        response_headers_to_add: headers
-            .iter()
-            .filter_map(|(name, value)| {
-                Some(HeaderValue {
-                    key: name.as_str().to_owned(),
-                    value: value.to_str().ok()?.to_owned(),
-                    raw_value: Vec::new(),
-                })
-            })
-            .collect(),
-        raw_body,
-        ..RateLimitResponse::default()
-    }
 }
 
 fn status_of(verdict: &Verdict) -> DescriptorStatus {

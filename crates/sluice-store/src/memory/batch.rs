@@ -9,7 +9,7 @@ use sluice_core::{Decision, State};
 use super::MemoryStore;
 use super::shard::Shard;
 use crate::error::StoreError;
-use crate::store::Check;
+use crate::store::{Check, cancels_batch};
 
 impl MemoryStore {
     /// Decides every check; stores the new states only if every one is allowed (see
@@ -58,7 +58,7 @@ impl MemoryStore {
             working.push(state);
         }
 
-        if decisions.iter().all(|d| d.allowed) {
+        if !checks.iter().zip(&decisions).any(cancels_batch) {
             for (i, check) in checks.iter().enumerate() {
                 let later = checks[i + 1..]
                     .iter()
@@ -123,5 +123,24 @@ mod tests {
         assert!(!results[0].allowed);
         let b = store.check(&check("b", p, 0), T0).await.unwrap();
         assert_eq!(b.remaining, 2);
+    }
+
+    #[tokio::test]
+    async fn checks_counting_every_hit_count_in_a_denied_batch() {
+        let store = MemoryStore::default();
+        let p = sluice_core::Params {
+            counting: sluice_core::Counting::EveryHit,
+            ..fixed(3, 1000)
+        };
+        store.check(&check("full", p, 3), T0).await.unwrap();
+        let batch = [check("a", p, 2), check("full", p, 1), check("b", p, 5)];
+        let results = store.check_all(&batch, T0).await.unwrap();
+        assert!(results[0].allowed && !results[1].allowed && !results[2].allowed);
+        for (key, left) in [("a", 1), ("full", 0), ("b", 0)] {
+            let d = store.check(&check(key, p, 0), T0).await.unwrap();
+            assert_eq!(d.remaining, left, "{key} counted its hits");
+        }
+        let one_more = store.check(&check("a", p, 1), T0).await.unwrap();
+        assert!(one_more.allowed && one_more.remaining == 0);
     }
 }

@@ -30,7 +30,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use ahash::RandomState;
 use async_trait::async_trait;
 use parking_lot::Mutex;
-use sluice_core::{Decision, Mode, Params, SplitMix, State, candidate_decision};
+use sluice_core::{Counting, Decision, Mode, Params, SplitMix, State, candidate_decision};
 
 use self::keys::{Expiry, hash_of};
 use self::overrides::Overrides;
@@ -216,11 +216,12 @@ impl MemoryStore {
         let decision =
             sluice_core::decide_with(&check.params, &mut state, now_ms, check.cost, check.mode)?;
         // A peek at an unknown key, a denial of one or a refund to it leaves nothing worth
-        // remembering; a charge always does.
+        // remembering (unless every hit counts: a denied one too); a charge always does.
+        let every_hit = check.params.counting == Counting::EveryHit;
         let kept = match check.mode {
             Mode::Charge => check.cost > 0,
             Mode::Refund => false,
-            Mode::Consume | Mode::Ask => check.cost > 0 && decision.allowed,
+            Mode::Consume | Mode::Ask => check.cost > 0 && (decision.allowed || every_hit),
         };
         if kept {
             self.put(shard, hash, check, state, now_ms);

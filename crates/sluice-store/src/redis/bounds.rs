@@ -15,8 +15,9 @@ use crate::error::StoreError;
 /// Floor of the timeout of admin commands: an operator can wait longer than a check.
 const ADMIN_TIMEOUT: Duration = Duration::from_millis(500);
 
-/// Floor of the timeout of a ping: a readiness probe tolerates a slow answer.
-const PING_TIMEOUT: Duration = Duration::from_millis(100);
+/// Floor of the timeout of a ping: a readiness probe tolerates a slow answer (a loaded host
+/// can take over 100 ms to schedule one; Kubernetes waits 1 s for a probe by default).
+const PING_TIMEOUT: Duration = Duration::from_millis(500);
 
 /// The in-flight bound and the timeout of one store.
 #[derive(Debug)]

@@ -210,7 +210,7 @@ fn batch_call<'c>(
     args.push(ttl_grace_ms.to_string());
     for (check, check_keys, token) in items {
         keys.extend_from_slice(check_keys);
-        args.push(algorithm_code(check.params.algorithm).to_string());
+        args.push(algorithm_code(&check.params).to_string());
         push_params(&mut args, &check.params, check.cost);
         args.push(match token {
             Some(token) => token.to_string(),
@@ -244,7 +244,7 @@ async fn batch<C: ScriptRunner + ?Sized>(
     args.push(judged.len().to_string());
     for (_, _, entry) in &judged {
         call_keys.extend_from_slice(&entry.keys);
-        args.push(algorithm_code(entry.params.algorithm).to_string());
+        args.push(algorithm_code(&entry.params).to_string());
         push_params(&mut args, &entry.params, entry.cost);
         args.push(entry.mode.code().to_string());
     }

@@ -14,13 +14,13 @@
 //! script decides every entry on its own, so the candidate never changes the check's
 //! answer); alone on its lane, it goes as a group call of those two entries on its slot.
 
-use sluice_core::{Algorithm, Mode};
+use sluice_core::Mode;
 
 use super::answers::{GroupAnswer, group_answers, outcome};
 use super::lanes::{Answer, CheckCall, Entry, Joined, PARAM_BYTES, Queued};
 use super::runner::{GroupCall, Lane, ScriptRunner};
 use super::script_store::ScriptStore;
-use super::scripts::ScriptId;
+use super::scripts::{ScriptId, mode_flag};
 use crate::error::StoreError;
 use crate::store::Decided;
 
@@ -228,7 +228,7 @@ async fn alone<C: ScriptRunner + ?Sized>(store: &ScriptStore<C>, call: CheckCall
         params.window_ms.to_string(),
         params.burst.to_string(),
         call.check.cost.to_string(),
-        u64::from(algorithm == Algorithm::LeakyBucket).to_string(),
+        mode_flag(params).to_string(),
         store.layout().ttl_grace_ms.to_string(),
     ];
     // The mode only when it is not the default consume: the hot path sends what it did.

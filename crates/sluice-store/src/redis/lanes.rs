@@ -48,7 +48,7 @@ impl Entry {
     fn put_params(&self, now_ms: u64, blob: &mut Vec<u8>) {
         let p = &self.params;
         for value in [
-            algorithm_code(p.algorithm),
+            algorithm_code(p),
             now_ms,
             p.limit,
             p.window_ms,

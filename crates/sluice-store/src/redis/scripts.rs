@@ -22,7 +22,7 @@
 //!
 //! `now` always comes from the daemon as ARGV, so Redis and the core decide on the same time.
 
-use sluice_core::Algorithm;
+use sluice_core::{Algorithm, Counting, Params};
 
 /// The concatenation of `lua/` files, at compile time.
 macro_rules! lua {
@@ -188,9 +188,11 @@ impl Scripts {
     }
 }
 
-/// The code of `algorithm` in the batch and refund scripts' dispatch tables.
-pub(crate) fn algorithm_code(algorithm: Algorithm) -> u64 {
-    match algorithm {
+/// The code of a limit's algorithm in the batch, group and refund scripts' dispatch tables
+/// (`algorithms.lua`): fixed_window counting every hit has a code of its own.
+pub(crate) fn algorithm_code(params: &Params) -> u64 {
+    match params.algorithm {
+        Algorithm::FixedWindow if params.counting == Counting::EveryHit => 6,
         Algorithm::FixedWindow => 0,
         Algorithm::SlidingWindowCounter => 1,
         Algorithm::SlidingWindowLog => 2,
@@ -198,6 +200,12 @@ pub(crate) fn algorithm_code(algorithm: Algorithm) -> u64 {
         Algorithm::Gcra => 4,
         Algorithm::LeakyBucket => 5,
     }
+}
+
+/// The flag a check script's algorithm function takes last (ARGV 6 of `check.lua`):
+/// leaky_bucket's mode of gcra, or fixed_window counting every hit.
+pub(crate) fn mode_flag(params: &Params) -> u64 {
+    u64::from(params.algorithm == Algorithm::LeakyBucket || params.counting == Counting::EveryHit)
 }
 
 #[cfg(test)]

@@ -62,6 +62,8 @@ pub mod rate_limit_response {
             Day = 4,
             Month = 5,
             Year = 6,
+            /// The time unit representing a week (7 days).
+            Week = 7,
         }
         impl Unit {
             /// String value of the enum field names used in the ProtoBuf definition.
@@ -77,6 +79,7 @@ pub mod rate_limit_response {
                     Self::Day => "DAY",
                     Self::Month => "MONTH",
                     Self::Year => "YEAR",
+                    Self::Week => "WEEK",
                 }
             }
             /// Creates an enum from field names used in the ProtoBuf definition.
@@ -89,6 +92,7 @@ pub mod rate_limit_response {
                     "DAY" => Some(Self::Day),
                     "MONTH" => Some(Self::Month),
                     "YEAR" => Some(Self::Year),
+                    "WEEK" => Some(Self::Week),
                     _ => None,
                 }
             }

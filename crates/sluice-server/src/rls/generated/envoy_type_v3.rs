@@ -10,6 +10,8 @@ pub enum RateLimitUnit {
     Day = 4,
     Month = 5,
     Year = 6,
+    /// The time unit representing a week (7 days).
+    Week = 7,
 }
 impl RateLimitUnit {
     /// String value of the enum field names used in the ProtoBuf definition.
@@ -25,6 +27,7 @@ impl RateLimitUnit {
             Self::Day => "DAY",
             Self::Month => "MONTH",
             Self::Year => "YEAR",
+            Self::Week => "WEEK",
         }
     }
     /// Creates an enum from field names used in the ProtoBuf definition.
@@ -37,6 +40,7 @@ impl RateLimitUnit {
             "DAY" => Some(Self::Day),
             "MONTH" => Some(Self::Month),
             "YEAR" => Some(Self::Year),
+            "WEEK" => Some(Self::Week),
             _ => None,
         }
     }

@@ -6,7 +6,7 @@
 //! ([`candidate`](super::candidate)).
 
 use sluice_api::{MAX_BATCH, MAX_KEY_BYTES};
-use sluice_core::{CheckError, Decision, Mode};
+use sluice_core::{CheckError, Counting, Decision, Mode};
 use sluice_store::{Check, Decided, StoreError, StoreKind};
 use tracing::Span;
 
@@ -136,11 +136,18 @@ impl Limiter {
         now_ms: u64,
         span: &Span,
     ) -> Result<Vec<Decision>, StoreError> {
-        let shadow_only = decisions
+        // Only denials of checks counting what they admit cancel a batch (one counting every
+        // hit, envoyproxy/ratelimit's rule, was counted whatever the others answered).
+        let cancels = |(d, r): (&Decision, &Resolved<'_>)| {
+            !d.allowed && r.check.params.counting == Counting::Admitted
+        };
+        let cancelling: Vec<&Resolved<'_>> = decisions
             .iter()
             .zip(resolved)
-            .all(|(d, r)| d.allowed || r.policy.shadow);
-        if !shadow_only || decisions.iter().all(|d| d.allowed) {
+            .filter(|&pair| cancels(pair))
+            .map(|(_, r)| r)
+            .collect();
+        if cancelling.is_empty() || !cancelling.iter().all(|r| r.policy.shadow) {
             return Ok(decisions);
         }
         let again: Vec<usize> = (0..resolved.len())

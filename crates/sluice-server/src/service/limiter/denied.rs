@@ -134,6 +134,7 @@ mod tests {
         limit: 10,
         window_ms: 1_000,
         burst: 10,
+        counting: sluice_core::Counting::Admitted,
     };
 
     fn denied(retry_after_ms: u64) -> Decision {

@@ -264,6 +264,7 @@ mod tests {
             limit,
             window_ms: 1_000,
             burst: limit,
+            counting: sluice_core::Counting::Admitted,
         }
     }
 

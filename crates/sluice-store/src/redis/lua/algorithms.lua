@@ -1,5 +1,7 @@
 -- Every algorithm by the code the batch and refund calls send for it: its check and refund
--- functions, how many keys its state takes, and whether it is gcra's leaky_bucket mode.
+-- functions, how many keys its state takes, and the flag its check function takes last
+-- (`leaky`: gcra's leaky_bucket mode, or fixed_window counting every hit); `every_hit`: its
+-- denials never cancel a batch (its hits count whatever the others answer).
 local ALGORITHMS = {
   [0] = { check = fixed_window, refund = fixed_window_refund, keys = 1 },
   [1] = { check = sliding_window_counter, refund = sliding_window_counter_refund, keys = 1 },
@@ -7,4 +9,6 @@ local ALGORITHMS = {
   [3] = { check = token_bucket, refund = token_bucket_refund, keys = 1 },
   [4] = { check = gcra, refund = gcra_refund, keys = 1 },
   [5] = { check = gcra, refund = gcra_refund, keys = 1, leaky = true },
+  [6] = { check = fixed_window, refund = fixed_window_refund, keys = 1, leaky = true,
+    every_hit = true },
 }

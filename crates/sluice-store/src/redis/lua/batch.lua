@@ -5,7 +5,8 @@
 -- KEYS = per check its limit's keys (two for sliding_window_log, code 2; one otherwise), then
 -- per candidate its keys.
 -- Every check is decided in order (a key checked twice sees its earlier consumption); if any
--- is denied, every key is put back as it was. Then every candidate is decided on its own, in
+-- is denied (a check counting every hit, code 6, cancels nothing), every key is put back as
+-- it was. Then every candidate is decided on its own, in
 -- order, consuming when it alone allows, whatever the batch's answer (its keys are never a
 -- check's: they are put back by nothing). Answers { 1 if committed else 0, then per check the
 -- eight fields of check.lua, then per candidate the same }.
@@ -32,7 +33,7 @@ for _ = 1, n do
     end
   end
   local r = { algorithm.check(k, now, limit, w, burst, cost, algorithm.leaky, mode) }
-  if r[1] ~= 1 then
+  if r[1] ~= 1 and not algorithm.every_hit then
     out[1] = 0
   elseif code == 2 and cost > 0 and mode < 2 then
     logs[#logs + 1] = { k, limit, w, burst, cost, r[8] }

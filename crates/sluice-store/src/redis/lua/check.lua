@@ -1,6 +1,7 @@
 -- One check: KEYS = the limit's keys;
--- ARGV = now_ms, limit, window_ms, burst, cost, leaky (1/0), ttl grace ms, mode (common.lua
--- plan: 0 consume, 1 ask, 2 charge, 3 refund; absent: 0).
+-- ARGV = now_ms, limit, window_ms, burst, cost, flag (1/0: leaky_bucket's gcra, or
+-- fixed_window counting every hit), ttl grace ms, mode (common.lua plan: 0 consume, 1 ask,
+-- 2 charge, 3 refund; absent: 0).
 -- Answers { allowed, remaining, reset_ms, retry_after_ms, delay_ms, remaining before,
 -- reset before, refund token }.
 TTL_GRACE = tonumber(ARGV[7]) or 0

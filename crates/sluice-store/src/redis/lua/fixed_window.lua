@@ -1,4 +1,7 @@
 -- fixed_window: state 'window:count' (mirrors sluice-core algorithms/fixed_window.rs).
+-- `every_hit`: envoyproxy/ratelimit's counting: every hit is counted, denied ones too (the
+-- count capped at 2^53, where Lua numbers stop being exact), and a check is denied when the
+-- count after it exceeds the limit; a cost of 0 asks whether anything is left.
 
 local function fixed_window_expires(window, count, w)
   if count == 0 then
@@ -7,7 +10,7 @@ local function fixed_window_expires(window, count, w)
   return (window + 1) * w
 end
 
-local function fixed_window(k, now, limit, w, burst, cost, leaky, mode)
+local function fixed_window(k, now, limit, w, burst, cost, every_hit, mode)
   local need, take, add, sub = plan(mode, cost)
   local key, raw, s = read_state(k, 2)
   local window, count
@@ -28,12 +31,20 @@ local function fixed_window(k, now, limit, w, burst, cost, leaky, mode)
   if count == 0 then
     peek_reset = now
   end
-  -- A charge counts in the window it was charged in, beyond the limit if need be.
   local counted = count
-  count = adjust(count, add, sub, 1, MAX_BALANCE)
-  local allowed = count <= limit - need
-  if allowed then
-    count = count + take
+  local allowed
+  if not every_hit then
+    -- A charge counts in the window it was charged in, beyond the limit if need be.
+    count = adjust(count, add, sub, 1, MAX_BALANCE)
+    allowed = count <= limit - need
+    if allowed then
+      count = count + take
+    end
+  elseif take > 0 then
+    count = min(count + take, 2 ^ 53)
+    allowed = count <= limit
+  else
+    allowed = count < limit
   end
   local reset = window_end
   if count == 0 then
@@ -45,7 +56,12 @@ local function fixed_window(k, now, limit, w, burst, cost, leaky, mode)
   end
   store(key, raw, s ~= nil or count ~= counted, fixed_window_expires(window, count, w),
     s and fixed_window_expires(s[1], s[2], w), now, window, count)
-  return allowed and 1 or 0, limit - count, reset, retry, 0,
+  -- Hits past the limit are counted, not owed: no debt when every hit counts.
+  local remaining = limit - count
+  if every_hit then
+    remaining = max(remaining, 0)
+  end
+  return allowed and 1 or 0, remaining, reset, retry, 0,
     peek_remaining, peek_reset, index
 end
 

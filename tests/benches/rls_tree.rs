@@ -1,0 +1,210 @@
+//! RLS matching benchmark (not a test): what a descriptor tree of envoyproxy/ratelimit YAML
+//! costs beside a one-key rule. One in-process daemon (memory backend, so matching is not
+//! hidden behind a Redis round trip) serves three domains; gRPC clients send
+//! `ShouldRateLimit` as fast as they are answered, each shape in turn, for the same time, in
+//! rounds that alternate the shapes (so drift of the machine falls on each alike):
+//!
+//! - `rule`: a `[[rls.descriptors]]` one-key rule (`remote_address`), sluice's own mapping;
+//! - `one-key`: the YAML's one-key limit (`remote_address` alone);
+//! - `tree`: the YAML's three-level tree (remote address, then a path among 20 values and
+//!   wildcards, then a tenant header among 10), a descriptor of three entries.
+//!
+//! Every key is fresh enough never to be denied (limits far above the load). Prints a
+//! Markdown table, and the ratio tree ÷ one-key rule.
+//!
+//! Run: `cargo bench -p sluice-tests --bench rls_tree` (about 40 s).
+
+#![allow(clippy::unwrap_used)]
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use sluice_server::rls::generated::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
+use sluice_server::rls::generated::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
+use sluice_server::rls::pb::rate_limit_service_client::RateLimitServiceClient;
+use sluice_server::rls::pb::{RateLimitRequest, rate_limit_response::Code};
+use sluice_tests::Daemon;
+
+/// Clients sending at once (HTTP/2 streams over one connection each).
+const CLIENTS: usize = 16;
+const ROUND: Duration = Duration::from_secs(4);
+const ROUNDS: usize = 3;
+/// Distinct client addresses: keys enough that no shard is a hot spot.
+const ADDRESSES: u64 = 10_000;
+
+/// The tree: 20 paths per address (exact values and wildcards) and 10 tenants per path.
+fn yaml() -> String {
+    let mut paths = String::new();
+    for i in 0..16 {
+        paths.push_str(&format!(
+            "      - key: path\n        value: /exact/{i}\n        rate_limit: {{ unit: second, requests_per_unit: 1000000000 }}\n        descriptors:\n{}",
+            tenants()
+        ));
+    }
+    for prefix in ["/api/", "/static/", "/v2/"] {
+        paths.push_str(&format!(
+            "      - key: path\n        value: {prefix}*\n        rate_limit: {{ unit: second, requests_per_unit: 1000000000 }}\n        descriptors:\n{}",
+            tenants()
+        ));
+    }
+    paths.push_str(&format!(
+        "      - key: path\n        rate_limit: {{ unit: second, requests_per_unit: 1000000000 }}\n        descriptors:\n{}",
+        tenants()
+    ));
+    format!(
+        "domain: tree\ndescriptors:\n  - key: remote_address\n    rate_limit: {{ unit: second, requests_per_unit: 1000000000 }}\n    descriptors:\n{paths}"
+    )
+}
+
+fn tenants() -> String {
+    let mut out = String::new();
+    for t in 0..9 {
+        out.push_str(&format!(
+            "          - key: tenant\n            value: t{t}\n            rate_limit: {{ unit: hour, requests_per_unit: 1000000000 }}\n"
+        ));
+    }
+    out.push_str(
+        "          - key: tenant\n            rate_limit: { unit: hour, requests_per_unit: 1000000000 }\n",
+    );
+    out
+}
+
+const ONE_KEY: &str = "domain: one\ndescriptors:\n  - key: remote_address\n    rate_limit: { unit: second, requests_per_unit: 1000000000 }\n";
+
+const RULE: &str = r#"
+[policies.per_ip]
+algorithm = "fixed_window"
+limit = 1000000000
+window = "1s"
+lease = "off"
+
+[[rls.descriptors]]
+domain = "rule"
+keys = ["remote_address"]
+policy = "per_ip"
+key = "ip:{remote_address}"
+"#;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Shape {
+    Rule,
+    OneKey,
+    Tree,
+}
+
+impl Shape {
+    fn name(self) -> &'static str {
+        match self {
+            Shape::Rule => "rule ([[rls.descriptors]], one key)",
+            Shape::OneKey => "one-key (YAML)",
+            Shape::Tree => "tree (YAML, 3 levels)",
+        }
+    }
+
+    fn request(self, n: u64) -> RateLimitRequest {
+        let a = n % ADDRESSES;
+        let address = format!("10.0.{}.{}", a / 250, a % 250);
+        let mut entries = vec![("remote_address", address)];
+        let domain = match self {
+            Shape::Rule => "rule",
+            Shape::OneKey => "one",
+            Shape::Tree => {
+                // Paths that hit an exact value, a wildcard and the key alone in turn.
+                let path = match n % 3 {
+                    0 => format!("/exact/{}", n % 16),
+                    1 => format!("/api/orders/{}", n % 100),
+                    _ => format!("/other/{}", n % 100),
+                };
+                entries.push(("path", path));
+                entries.push(("tenant", format!("t{}", n % 12)));
+                "tree"
+            }
+        };
+        RateLimitRequest {
+            domain: domain.to_owned(),
+            descriptors: vec![RateLimitDescriptor {
+                entries: entries
+                    .into_iter()
+                    .map(|(key, value)| Entry {
+                        key: key.to_owned(),
+                        value,
+                    })
+                    .collect(),
+                ..RateLimitDescriptor::default()
+            }],
+            hits_addend: 0,
+        }
+    }
+}
+
+/// Requests answered in `length` by `CLIENTS` clients sending `shape`.
+async fn round(grpc: std::net::SocketAddr, shape: Shape, length: Duration) -> u64 {
+    let done = Arc::new(AtomicU64::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut tasks = Vec::new();
+    for c in 0..CLIENTS {
+        let (done, stop) = (done.clone(), stop.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut client = RateLimitServiceClient::connect(format!("http://{grpc}"))
+                .await
+                .unwrap();
+            let mut n = c as u64 * 1_000_003;
+            while !stop.load(Ordering::Relaxed) {
+                let answer = client
+                    .should_rate_limit(shape.request(n))
+                    .await
+                    .unwrap()
+                    .into_inner();
+                assert_eq!(answer.overall_code, i32::from(Code::Ok));
+                assert!(
+                    answer.statuses[0].current_limit.is_some(),
+                    "{shape:?} matched nothing"
+                );
+                n += 1;
+                done.fetch_add(1, Ordering::Relaxed);
+            }
+        }));
+    }
+    tokio::time::sleep(length).await;
+    stop.store(true, Ordering::Relaxed);
+    for task in tasks {
+        task.await.unwrap();
+    }
+    done.load(Ordering::Relaxed)
+}
+
+#[tokio::main]
+async fn main() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("tree.yaml"), yaml()).unwrap();
+    std::fs::write(dir.path().join("one.yaml"), ONE_KEY).unwrap();
+    let toml = format!(
+        "[rls]\nenvoy_config = {:?}\n{RULE}",
+        dir.path().display().to_string()
+    );
+    let daemon = Daemon::start(&toml).await;
+    // Warm up every path (connections, allocator, key tables).
+    for shape in [Shape::Rule, Shape::OneKey, Shape::Tree] {
+        round(daemon.grpc, shape, Duration::from_secs(1)).await;
+    }
+    let shapes = [Shape::Rule, Shape::OneKey, Shape::Tree];
+    let mut totals = [0u64; 3];
+    for r in 0..ROUNDS {
+        // Alternate the order, so no shape always runs first.
+        for i in 0..shapes.len() {
+            let at = if r % 2 == 0 { i } else { shapes.len() - 1 - i };
+            totals[at] += round(daemon.grpc, shapes[at], ROUND).await;
+        }
+    }
+    let seconds = (ROUND * ROUNDS as u32).as_secs_f64();
+    println!("| shape | checks/s |\n|---|---|");
+    for (shape, total) in shapes.iter().zip(totals) {
+        println!("| {} | {:.0} |", shape.name(), total as f64 / seconds);
+    }
+    println!(
+        "\ntree ÷ one-key rule ([[rls.descriptors]]): {:.3}; tree ÷ one-key (YAML): {:.3}",
+        totals[2] as f64 / totals[0] as f64,
+        totals[2] as f64 / totals[1] as f64
+    );
+}
