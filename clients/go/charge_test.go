@@ -1,0 +1,186 @@
+package sluice_test
+
+// Charges: the client's Charge against a real sluiced, and the net/http middleware charging
+// what an OpenAI-compatible upstream reported, after the response and without delaying it.
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"testing"
+
+	sluice "github.com/sluice-rs/sluice/clients/go"
+	"github.com/sluice-rs/sluice/clients/go/internal/sluicetest"
+)
+
+func TestChargeDebitsIntoDebtAndRefunds(t *testing.T) {
+	d := sluicetest.Start(t, "", sluicetest.UsagePolicies)
+	c, _ := newClient(t, d.Socket)
+	ctx := context.Background()
+	want := []struct {
+		remaining, debt int64
+		allowed         bool
+	}{{60, 0, true}, {20, 0, true}, {0, 20, false}}
+	for i, w := range want {
+		got, err := c.Charge(ctx, "tokens", "user:1", 40, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Status != 200 || got.Remaining != w.remaining || got.Debt != w.debt || got.Allowed != w.allowed {
+			t.Errorf("charge %d: %+v, want remaining %d debt %d allowed %v", i+1, got, w.remaining, w.debt, w.allowed)
+		}
+	}
+	// The key in debt is denied; a refund brings it back.
+	if got := check(t, c, sluice.Check{Policy: "tokens", Key: "user:1"}); got.Allowed || got.Debt != 20 {
+		t.Errorf("ask in debt: %+v", got)
+	}
+	if got, err := c.Charge(ctx, "tokens", "user:1", -30, ""); err != nil || !got.Allowed || got.Remaining != 10 || got.Debt != 0 {
+		t.Errorf("refund of 30: %+v %v", got, err)
+	}
+	// A policy that is not a usage policy refuses charges, naming why.
+	_, err := c.Charge(ctx, "plain", "user:1", 40, "")
+	var api *sluice.APIError
+	if !errors.As(err, &api) || api.Status != 400 || !strings.Contains(api.Message, "usage") {
+		t.Errorf("charge to a plain policy: %v", err)
+	}
+	if s := c.Stats(); s.Charges != 4 || s.ChargeFailures != 1 {
+		t.Errorf("stats %+v, want 4 charges and 1 failed", s)
+	}
+}
+
+// gateway is an app that forwards /json and /sse to the upstream behind the middleware,
+// keyed on the X-User header, charging the upstream's tokens.
+func gateway(t *testing.T, c *sluice.Client, up *sluicetest.Upstream) string {
+	t.Helper()
+	target, err := url.Parse(up.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	limit := sluice.Middleware(c, sluice.Options{
+		Policy: "tokens",
+		Key:    func(r *http.Request) string { return "user:" + r.Header.Get("X-User") },
+		Charge: sluice.OpenAIUsage,
+	})
+	srv := httptest.NewServer(limit(httputil.NewSingleHostReverseProxy(target)))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+func TestMiddlewareChargesTheUpstreamsTokens(t *testing.T) {
+	d := sluicetest.Start(t, "", sluicetest.UsagePolicies)
+	up := sluicetest.StartUpstream(t)
+	for _, tc := range []struct{ path, body string }{
+		{"/json", sluicetest.JSONBody},
+		{"/sse", strings.Join(sluicetest.SSEBody, "")},
+	} {
+		t.Run(tc.path, func(t *testing.T) {
+			c, _ := newClient(t, d.Socket)
+			app := gateway(t, c, up)
+			user := strings.TrimPrefix(tc.path, "/")
+			// 100 tokens, 40 an answer: the third passes (20 left) and leaves the key in debt.
+			for i := 1; i <= 3; i++ {
+				a := get(t, app+tc.path, "X-User", user)
+				if a.status != 200 || string(a.body) != tc.body {
+					t.Fatalf("request %d: %d %q", i, a.status, a.body)
+				}
+				sluicetest.WaitCharges(t, c, uint64(i), 0)
+			}
+			if a := get(t, app+tc.path, "X-User", user); a.status != 429 || a.header.Get("Retry-After") == "" {
+				t.Errorf("request 4: %d %v", a.status, a.header)
+			}
+			if got := check(t, c, sluice.Check{Policy: "tokens", Key: "user:" + user}); got.Debt != 20 {
+				t.Errorf("debt %d after 120 tokens of 100", got.Debt)
+			}
+		})
+	}
+}
+
+func TestMiddlewareChargeDoesNotDelayTheResponse(t *testing.T) {
+	d := sluicetest.Start(t, "", sluicetest.UsagePolicies)
+	up := sluicetest.StartUpstream(t)
+	c, _ := newClient(t, d.Socket)
+	app := gateway(t, c, up)
+	entered, release := up.Hold()
+	done := make(chan answer, 1)
+	go func() { done <- get(t, app+"/sse", "X-User", "held") }()
+	// The check is answered (the request reached the upstream); then sluiced stops answering
+	// anything, so the charge cannot complete until it is thawed.
+	<-entered
+	d.Freeze(t)
+	release()
+	a := <-done
+	if a.status != 200 || string(a.body) != strings.Join(sluicetest.SSEBody, "") {
+		t.Fatalf("answer: %d %q", a.status, a.body)
+	}
+	// The whole answer arrived while its charge was still waiting for sluiced.
+	if s := c.Stats(); s.Charges != 0 || s.ChargeFailures != 0 {
+		t.Fatalf("the charge ended before the answer did: %+v", s)
+	}
+	d.Thaw(t)
+	sluicetest.WaitCharges(t, c, 1, 0)
+	if got := check(t, c, sluice.Check{Policy: "tokens", Key: "user:held"}); got.Remaining != 100-sluicetest.Tokens {
+		t.Errorf("remaining %d after the charge", got.Remaining)
+	}
+}
+
+func TestMiddlewareWithSluicedStoppedServesAndCountsTheLostCharge(t *testing.T) {
+	d := sluicetest.Start(t, "", sluicetest.UsagePolicies)
+	up := sluicetest.StartUpstream(t)
+	c, logs := newClient(t, d.Socket)
+	app := gateway(t, c, up)
+	d.Stop()
+	a := get(t, app+"/json", "X-User", "u")
+	if a.status != 200 || string(a.body) != sluicetest.JSONBody {
+		t.Fatalf("answer with sluiced stopped: %d %q", a.status, a.body)
+	}
+	sluicetest.WaitCharges(t, c, 0, 1)
+	if s := c.Stats(); s.Unavailable != 1 {
+		t.Errorf("stats %+v, want the check counted unavailable", s)
+	}
+	if !strings.Contains(logs.String(), "failed charges") {
+		t.Errorf("the lost charge was not logged: %q", logs.String())
+	}
+}
+
+func TestOpenAIUsage(t *testing.T) {
+	sse := strings.Join(sluicetest.SSEBody, "")
+	big := `{"usage":{"total_tokens":7},"pad":"` + strings.Repeat("x", 1<<20) + `"}`
+	cases := []struct {
+		name, body string
+		want       int64
+		ok         bool
+	}{
+		{"json", sluicetest.JSONBody, 40, true},
+		{"json after whitespace", "\n  " + sluicetest.JSONBody, 40, true},
+		{"json without usage", `{"choices":[]}`, 0, false},
+		{"json cut short", sluicetest.JSONBody[:50], 0, false},
+		{"json over 1 MiB", big, 0, false},
+		{"sse", sse, 40, true},
+		{"sse with CRLF", strings.ReplaceAll(sse, "\n", "\r\n"), 40, true},
+		{"sse ending without an empty line", "data: {\"usage\":{\"total_tokens\":9}}", 9, true},
+		{"sse, the last usage wins", "data: {\"usage\":{\"total_tokens\":5}}\n\ndata: {\"usage\":{\"total_tokens\":6}}\n\n", 6, true},
+		{"sse data on two lines", "data: {\"usage\":\ndata: {\"total_tokens\":3}}\n\n", 3, true},
+		{"sse without usage", ": keep-alive\n\ndata: {\"choices\":[]}\n\ndata: [DONE]\n\n", 0, false},
+	}
+	for _, tc := range cases {
+		for _, step := range []int{len(tc.body) + 1, 7, 1} {
+			m := sluice.OpenAIUsage(nil)
+			for rest := tc.body; rest != ""; {
+				n := step
+				if n > len(rest) {
+					n = len(rest)
+				}
+				_, _ = m.Write([]byte(rest[:n]))
+				rest = rest[n:]
+			}
+			got, ok := m.Amount(200, http.Header{})
+			if got != tc.want || ok != tc.ok {
+				t.Errorf("%s in pieces of %d: %d %v, want %d %v", tc.name, step, got, ok, tc.want, tc.ok)
+			}
+		}
+	}
+}
