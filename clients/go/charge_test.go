@@ -70,6 +70,14 @@ func gateway(t *testing.T, c *sluice.Client, up *sluicetest.Upstream) string {
 	return srv.URL
 }
 
+// fetcher asks the app at base with X-User.
+func fetcher(t *testing.T, base string) sluicetest.Fetch {
+	return func(path, user string) (int, http.Header, string) {
+		a := get(t, base+path, "X-User", user)
+		return a.status, a.header, string(a.body)
+	}
+}
+
 func TestMiddlewareChargesTheUpstreamsTokens(t *testing.T) {
 	d := sluicetest.Start(t, "", sluicetest.UsagePolicies)
 	up := sluicetest.StartUpstream(t)
@@ -81,17 +89,7 @@ func TestMiddlewareChargesTheUpstreamsTokens(t *testing.T) {
 			c, _ := newClient(t, d.Socket)
 			app := gateway(t, c, up)
 			user := strings.TrimPrefix(tc.path, "/")
-			// 100 tokens, 40 an answer: the third passes (20 left) and leaves the key in debt.
-			for i := 1; i <= 3; i++ {
-				a := get(t, app+tc.path, "X-User", user)
-				if a.status != 200 || string(a.body) != tc.body {
-					t.Fatalf("request %d: %d %q", i, a.status, a.body)
-				}
-				sluicetest.WaitCharges(t, c, uint64(i), 0)
-			}
-			if a := get(t, app+tc.path, "X-User", user); a.status != 429 || a.header.Get("Retry-After") == "" {
-				t.Errorf("request 4: %d %v", a.status, a.header)
-			}
+			sluicetest.SpendBudget(t, c, fetcher(t, app), tc.path, user, tc.body)
 			if got := check(t, c, sluice.Check{Policy: "tokens", Key: "user:" + user}); got.Debt != 20 {
 				t.Errorf("debt %d after 120 tokens of 100", got.Debt)
 			}
@@ -104,24 +102,7 @@ func TestMiddlewareChargeDoesNotDelayTheResponse(t *testing.T) {
 	up := sluicetest.StartUpstream(t)
 	c, _ := newClient(t, d.Socket)
 	app := gateway(t, c, up)
-	entered, release := up.Hold()
-	done := make(chan answer, 1)
-	go func() { done <- get(t, app+"/sse", "X-User", "held") }()
-	// The check is answered (the request reached the upstream); then sluiced stops answering
-	// anything, so the charge cannot complete until it is thawed.
-	<-entered
-	d.Freeze(t)
-	release()
-	a := <-done
-	if a.status != 200 || string(a.body) != strings.Join(sluicetest.SSEBody, "") {
-		t.Fatalf("answer: %d %q", a.status, a.body)
-	}
-	// The whole answer arrived while its charge was still waiting for sluiced.
-	if s := c.Stats(); s.Charges != 0 || s.ChargeFailures != 0 {
-		t.Fatalf("the charge ended before the answer did: %+v", s)
-	}
-	d.Thaw(t)
-	sluicetest.WaitCharges(t, c, 1, 0)
+	sluicetest.AnswerBeforeCharge(t, d, up, c, fetcher(t, app), "/sse", "held", strings.Join(sluicetest.SSEBody, ""))
 	if got := check(t, c, sluice.Check{Policy: "tokens", Key: "user:held"}); got.Remaining != 100-sluicetest.Tokens {
 		t.Errorf("remaining %d after the charge", got.Remaining)
 	}

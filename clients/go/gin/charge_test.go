@@ -47,6 +47,14 @@ func getAs(t *testing.T, url, user string) answer {
 	return do(t, req)
 }
 
+// fetcher asks the app at base with X-User.
+func fetcher(t *testing.T, base string) sluicetest.Fetch {
+	return func(path, user string) (int, http.Header, string) {
+		a := getAs(t, base+path, user)
+		return a.status, a.header, string(a.body)
+	}
+}
+
 func TestChargesTheUpstreamsTokens(t *testing.T) {
 	d := sluicetest.Start(t, "", sluicetest.UsagePolicies)
 	up := sluicetest.StartUpstream(t)
@@ -57,18 +65,7 @@ func TestChargesTheUpstreamsTokens(t *testing.T) {
 		t.Run(tc.path, func(t *testing.T) {
 			c := client(t, d)
 			app := gateway(t, c, up)
-			user := strings.TrimPrefix(tc.path, "/")
-			// 100 tokens, 40 an answer: the third passes (20 left) and leaves the key in debt.
-			for i := 1; i <= 3; i++ {
-				a := getAs(t, app+tc.path, user)
-				if a.status != 200 || string(a.body) != tc.body {
-					t.Fatalf("request %d: %d %q", i, a.status, a.body)
-				}
-				sluicetest.WaitCharges(t, c, uint64(i), 0)
-			}
-			if a := getAs(t, app+tc.path, user); a.status != 429 || a.header.Get("Retry-After") == "" {
-				t.Errorf("request 4: %d %v", a.status, a.header)
-			}
+			sluicetest.SpendBudget(t, c, fetcher(t, app), tc.path, strings.TrimPrefix(tc.path, "/"), tc.body)
 		})
 	}
 }
@@ -78,22 +75,7 @@ func TestChargeDoesNotDelayTheResponse(t *testing.T) {
 	up := sluicetest.StartUpstream(t)
 	c := client(t, d)
 	app := gateway(t, c, up)
-	entered, release := up.Hold()
-	done := make(chan answer, 1)
-	go func() { done <- getAs(t, app+"/json", "held") }()
-	// The check is answered (the request reached the upstream); then sluiced stops answering.
-	<-entered
-	d.Freeze(t)
-	release()
-	a := <-done
-	if a.status != 200 || string(a.body) != sluicetest.JSONBody {
-		t.Fatalf("answer: %d %q", a.status, a.body)
-	}
-	if s := c.Stats(); s.Charges != 0 || s.ChargeFailures != 0 {
-		t.Fatalf("the charge ended before the answer did: %+v", s)
-	}
-	d.Thaw(t)
-	sluicetest.WaitCharges(t, c, 1, 0)
+	sluicetest.AnswerBeforeCharge(t, d, up, c, fetcher(t, app), "/json", "held", sluicetest.JSONBody)
 }
 
 func TestSluicedStoppedServesAndCountsTheLostCharge(t *testing.T) {

@@ -120,3 +120,53 @@ func WaitCharges(t testing.TB, c *sluice.Client, charges, failures uint64) {
 		time.Sleep(2 * time.Millisecond)
 	}
 }
+
+// Fetch is how a test asks its app for path as user: status, headers, body.
+type Fetch func(path, user string) (int, http.Header, string)
+
+// SpendBudget asks for path four times as user through an app charging into UsagePolicies'
+// "tokens" with client c: 100 tokens, 40 an answer, so requests 1–3 pass (the third leaves the
+// key in debt) and the 4th is denied with Retry-After. Each charge is awaited before the next
+// request, since it is sent after the answer.
+func SpendBudget(t *testing.T, c *sluice.Client, fetch Fetch, path, user, want string) {
+	t.Helper()
+	for i := 1; i <= 3; i++ {
+		status, _, body := fetch(path, user)
+		if status != http.StatusOK || body != want {
+			t.Fatalf("request %d: %d %q", i, status, body)
+		}
+		WaitCharges(t, c, uint64(i), 0)
+	}
+	if status, header, _ := fetch(path, user); status != http.StatusTooManyRequests || header.Get("Retry-After") == "" {
+		t.Errorf("request 4: %d %v", status, header)
+	}
+}
+
+// AnswerBeforeCharge holds a request as user in the upstream once its check is answered,
+// freezes d, lets the request finish and checks that its whole answer (want) arrived while
+// its charge was still waiting for sluiced; then thaws d and waits for the charge.
+func AnswerBeforeCharge(t *testing.T, d *Daemon, up *Upstream, c *sluice.Client, fetch Fetch, path, user, want string) {
+	t.Helper()
+	entered, release := up.Hold()
+	type answer struct {
+		status int
+		body   string
+	}
+	done := make(chan answer, 1)
+	go func() {
+		status, _, body := fetch(path, user)
+		done <- answer{status, body}
+	}()
+	<-entered
+	d.Freeze(t)
+	release()
+	a := <-done
+	if a.status != http.StatusOK || a.body != want {
+		t.Fatalf("answer: %d %q", a.status, a.body)
+	}
+	if s := c.Stats(); s.Charges != 0 || s.ChargeFailures != 0 {
+		t.Fatalf("the charge ended before the answer did: %+v", s)
+	}
+	d.Thaw(t)
+	WaitCharges(t, c, 1, 0)
+}
