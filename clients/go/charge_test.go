@@ -165,3 +165,21 @@ func TestOpenAIUsage(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkOpenAIUsageStream: what metering costs a streamed answer of 200 token deltas and
+// a usage chunk (go test -bench OpenAIUsage -run '^$').
+func BenchmarkOpenAIUsageStream(b *testing.B) {
+	delta := []byte(`data: {"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"tok"}}]}` + "\n\n")
+	last := []byte(sluicetest.SSEBody[2] + sluicetest.SSEBody[3])
+	b.SetBytes(int64(200*len(delta) + len(last)))
+	for i := 0; i < b.N; i++ {
+		m := sluice.OpenAIUsage(nil)
+		for j := 0; j < 200; j++ {
+			_, _ = m.Write(delta)
+		}
+		_, _ = m.Write(last)
+		if n, ok := m.Amount(200, nil); !ok || n != sluicetest.Tokens {
+			b.Fatalf("amount %d %v", n, ok)
+		}
+	}
+}
