@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use super::backend::{
     BackendSettings, ClusterStoreConfig, MemoryStoreConfig, RedisStoreConfig, UrlCheck, check_store,
+    sentinel,
 };
 use super::error::FieldError;
 use super::forward_auth::CallerRules;
@@ -319,7 +320,31 @@ fn compile_backend(
         || config
             .nodes
             .iter()
+            .chain(&config.sentinels)
             .any(|node| node.starts_with("rediss://"));
+    if config.kind != "sentinel" {
+        // Set for another kind, they would silently not be used.
+        let set = [
+            ("sentinels", !config.sentinels.is_empty()),
+            ("master", !config.master.is_empty()),
+            ("username", !config.username.is_empty()),
+            ("password", config.password.get().is_some()),
+        ];
+        for (name, _) in set.iter().filter(|(_, set)| *set) {
+            errors.push(FieldError::new(
+                format!("backend.{name}"),
+                format!(
+                    "only used with kind = \"sentinel\" (kind is {:?}){}",
+                    config.kind,
+                    if config.kind == "redis" {
+                        "; a Redis server's credentials go in backend.url"
+                    } else {
+                        ""
+                    }
+                ),
+            ));
+        }
+    }
     let tls = match config.kind.as_str() {
         "memory" => None,
         _ => compile_backend_tls("backend.tls", &config.tls, any_rediss, errors),
@@ -361,10 +386,18 @@ fn compile_backend(
                 ..ClusterStoreConfig::default()
             })
         }
+        // Its own checks (no sentinels, no master name, a bad URL) come from the store's
+        // config below, every one at once.
+        "sentinel" => BackendSettings::Sentinel(sentinel::from_config(
+            config,
+            timeout,
+            connect_timeout,
+            tls,
+        )),
         other => {
             errors.push(FieldError::new(
                 "backend.kind",
-                format!("unknown backend {other:?}; expected memory, redis or cluster"),
+                format!("unknown backend {other:?}; expected memory, redis, cluster or sentinel"),
             ));
             return None;
         }

@@ -1,0 +1,244 @@
+//! "Where is the master now": the sentinels asked in turn (`SENTINEL
+//! GET-MASTER-ADDR-BY-NAME`), the server they name checked to be a master (`ROLE`), and a
+//! connection to it opened with the master's credentials, as the single-server client's.
+//!
+//! Written over the `redis` crate's commands rather than its `redis::sentinel` module, which
+//! does not fit: it takes either one password for every sentinel or no certificates of its
+//! own for the master (sluice has a sentinel's password in each URL and one CA for both), and
+//! it bounds no step (a hung sentinel would hold the lookup). Here every step is bounded by
+//! `connect_timeout`, and a sentinel that is down or does not know the name is passed over.
+
+use std::time::Duration;
+
+use ::redis::aio::ConnectionManager;
+use ::redis::{ConnectionInfo, IntoConnectionInfo, RedisConnectionInfo, Role};
+use sluice_config::backend::{
+    RedisTls, SentinelStoreConfig, StoreConfigError as ConfigError, redact_url,
+};
+
+use crate::redis::single::{ClientError, Single, manager_config, open_client};
+
+/// One sentinel: its address (redacted) and a connection that reconnects by itself.
+pub(crate) struct Link {
+    pub address: String,
+    pub client: ::redis::Client,
+    manager: ConnectionManager,
+}
+
+/// What a lookup found.
+pub(crate) enum Located {
+    /// The master the client is connected to already (`host:port`).
+    Same,
+    /// Another server, checked to be a master, and a connection to it.
+    Moved { at: String, single: Single },
+}
+
+/// The sentinels and what connecting to the master they name takes.
+pub(crate) struct Locator {
+    pub master: String,
+    pub links: Vec<Link>,
+    credentials: RedisConnectionInfo,
+    tls: Option<RedisTls>,
+    timeout: Duration,
+    connect_timeout: Duration,
+    max_in_flight: usize,
+}
+
+fn client_error(url: &str) -> impl Fn(ClientError) -> ConfigError + '_ {
+    move |e| match e {
+        ClientError::Tls(e) => ConfigError::from(e),
+        ClientError::Redis(e) => ConfigError::InvalidUrl {
+            url: redact_url(url),
+            reason: e.to_string(),
+        },
+    }
+}
+
+impl Locator {
+    /// The sentinels of `config` (not connected yet: each connects on its first question).
+    pub(crate) fn new(config: &SentinelStoreConfig) -> Result<Locator, ConfigError> {
+        let tls = config.effective_tls();
+        let links = config
+            .sentinels
+            .iter()
+            .map(|url| {
+                let info = config
+                    .client_url(url)
+                    .as_str()
+                    .into_connection_info()
+                    .map_err(|e| client_error(url)(ClientError::Redis(e)))?;
+                let client = open_client(info, tls.as_ref()).map_err(client_error(url))?;
+                // A sentinel answers one short command per lookup: its own, longer bound.
+                let settings = manager_config(config.connect_timeout, config.connect_timeout, 1);
+                let manager = ConnectionManager::new_lazy_with_config(client.clone(), settings)
+                    .map_err(|e| ConfigError::Client(e.to_string()))?;
+                Ok(Link {
+                    address: redact_url(url),
+                    client,
+                    manager,
+                })
+            })
+            .collect::<Result<Vec<_>, ConfigError>>()?;
+        let mut credentials = RedisConnectionInfo::default();
+        if let Some(user) = &config.username {
+            credentials = credentials.set_username(user);
+        }
+        if let Some(password) = &config.password {
+            credentials = credentials.set_password(password);
+        }
+        Ok(Locator {
+            master: config.master.clone(),
+            links,
+            credentials,
+            tls,
+            timeout: config.timeout,
+            connect_timeout: config.connect_timeout,
+            max_in_flight: config.max_in_flight,
+        })
+    }
+
+    /// The bound on each step of a lookup.
+    pub(crate) fn connect_timeout(&self) -> Duration {
+        self.connect_timeout
+    }
+
+    /// Asks the sentinels in their order until one names a server that is a master; `current`
+    /// is the `host:port` connected to already (kept when named again). The error says what
+    /// each sentinel answered (no credentials).
+    pub(crate) async fn locate(&self, current: Option<&str>) -> Result<Located, String> {
+        let mut answers = Vec::with_capacity(self.links.len());
+        let mut unknown = 0;
+        for link in &self.links {
+            let (host, port) = match self.ask(link).await {
+                Ok(Some(address)) => address,
+                Ok(None) => {
+                    unknown += 1;
+                    answers.push(format!("{}: no master named {:?}", link.address, self.master));
+                    continue;
+                }
+                Err(why) => {
+                    answers.push(format!("{}: {why}", link.address));
+                    continue;
+                }
+            };
+            let at = host_port(&host, port);
+            if current == Some(at.as_str()) {
+                return Ok(Located::Same);
+            }
+            match self.connect(&at).await {
+                Ok(single) => return Ok(Located::Moved { at, single }),
+                Err(why) => answers.push(format!("{} named {at}, which {why}", link.address)),
+            }
+        }
+        Err(if unknown == self.links.len() {
+            format!(
+                "no sentinel knows a master named {:?} (backend.master); asked {}",
+                self.master,
+                self.links
+                    .iter()
+                    .map(|link| link.address.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        } else {
+            format!(
+                "no master {:?} found through the sentinels: {}",
+                self.master,
+                answers.join("; ")
+            )
+        })
+    }
+
+    /// The master's address `link` gives, `None` when it knows no master of that name.
+    async fn ask(&self, link: &Link) -> Result<Option<(String, u16)>, String> {
+        let mut conn = link.manager.clone();
+        let mut ask = ::redis::cmd("SENTINEL");
+        ask.arg("GET-MASTER-ADDR-BY-NAME").arg(&self.master);
+        match tokio::time::timeout(
+            self.connect_timeout,
+            ask.query_async::<Option<(String, u16)>>(&mut conn),
+        )
+        .await
+        {
+            Ok(Ok(answer)) => Ok(answer),
+            Ok(Err(e)) => Err(crate::redis::single::map_error_at(
+                &e,
+                Some((&link.address, self.tls.is_some())),
+            )
+            .to_string()),
+            Err(_) => Err(format!("no answer within {:?}", self.connect_timeout)),
+        }
+    }
+
+    /// A connection to `at` (`host:port`) with the master's credentials, once `ROLE` says it is a
+    /// master; why not otherwise.
+    async fn connect(&self, at: &str) -> Result<Single, String> {
+        let scheme = if self.tls.is_some() {
+            "rediss"
+        } else {
+            "redis"
+        };
+        let info: ConnectionInfo = format!("{scheme}://{at}")
+            .as_str()
+            .into_connection_info()
+            .map_err(|e| format!("is not an address: {e}"))?;
+        let info = info.set_redis_settings(self.credentials.clone());
+        let client = open_client(info, self.tls.as_ref()).map_err(|e| match e {
+            ClientError::Tls(e) => e.to_string(),
+            ClientError::Redis(e) => e.to_string(),
+        })?;
+        let settings = manager_config(self.timeout, self.connect_timeout, self.max_in_flight);
+        let single = |manager| Single::over(manager, at.to_owned(), self.tls.is_some());
+        let manager = match tokio::time::timeout(
+            self.connect_timeout,
+            ConnectionManager::new_with_config(client, settings),
+        )
+        .await
+        {
+            Ok(Ok(manager)) => manager,
+            Ok(Err(e)) => {
+                return Err(format!(
+                    "cannot be reached: {}",
+                    crate::redis::single::map_error_at(&e, Some((at, self.tls.is_some())))
+                ));
+            }
+            Err(_) => return Err(format!("did not answer within {:?}", self.connect_timeout)),
+        };
+        let mut conn = manager.clone();
+        let role = tokio::time::timeout(
+            self.connect_timeout,
+            ::redis::cmd("ROLE").query_async::<Role>(&mut conn),
+        )
+        .await;
+        match role {
+            Ok(Ok(Role::Primary { .. })) => Ok(single(manager)),
+            Ok(Ok(Role::Replica { .. })) => Err("is a replica (not failed over yet?)".into()),
+            Ok(Ok(_)) => Err("is not a Redis master".into()),
+            Ok(Err(e)) => Err(format!("refused ROLE: {}", single(manager).map_error(&e))),
+            Err(_) => Err(format!(
+                "did not answer ROLE within {:?}",
+                self.connect_timeout
+            )),
+        }
+    }
+}
+
+/// `host:port`, an IPv6 host in brackets.
+fn host_port(host: &str, port: u16) -> String {
+    if host.contains(':') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addresses_are_written_as_urls_take_them() {
+        assert_eq!(host_port("10.0.0.1", 6379), "10.0.0.1:6379");
+        assert_eq!(host_port("::1", 6379), "[::1]:6379");
+    }
+}

@@ -1,0 +1,179 @@
+//! [`Sentinel`], the client of the Redis master a set of sentinels monitors
+//! (`backend.kind = "sentinel"`), and `SentinelStore`, the [`ScriptStore`] over it.
+//!
+//! The Sentinel part is only "where is the master now" ([`locate`]) kept up to date across
+//! failovers ([`follow`]); the connection to the master is the single-server client's
+//! ([`Single`]), so the scripts, group commit, leases and the denied cache work as on one
+//! Redis server. Metrics call this backend `redis`: it is one Redis server at a time.
+//!
+//! What a failover loses: Redis replicates asynchronously, so consumption the old master
+//! acknowledged but had not yet sent to the replica that is promoted is gone; a key's count
+//! can go back by what the old master took in its last moments (at most the checks it answered
+//! after its replica's last acknowledged offset, typically under a millisecond of traffic, up
+//! to `down-after-milliseconds` of traffic when the master was cut off from the replica but
+//! not from sluiced). A count the replica had received survives exactly.
+
+mod follow;
+mod locate;
+
+use std::sync::Arc;
+
+use ::redis::{ErrorKind, RedisError, ServerErrorKind};
+use async_trait::async_trait;
+use sluice_config::backend::{SentinelStoreConfig, StoreConfigError as ConfigError};
+
+use self::follow::{Follower, Shared};
+use self::locate::Locator;
+use super::runner::{GroupCall, ScriptCall, ScriptRunner};
+use super::script_store::ScriptStore;
+use super::single::{Single, parse_redis_url, pong_or_error};
+use crate::error::StoreError;
+use crate::store::StoreKind;
+
+/// Rate-limit state in the Redis master the sentinels name.
+pub type SentinelStore = ScriptStore<Sentinel>;
+
+/// The client of the master the sentinels name: the connection to it, swapped when they name
+/// another.
+pub struct Sentinel {
+    shared: Arc<Shared>,
+    _follower: Follower,
+}
+
+impl std::fmt::Debug for Sentinel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sentinel")
+            .field("master", &self.shared.locator.master)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SentinelStore {
+    /// A store on the master `config.master` of `config.sentinels`. Asks the sentinels at once
+    /// in the background, so the daemon starts while they or the master are down and serves
+    /// its fail mode until a master is found. Must be called within a Tokio runtime.
+    pub fn new(config: SentinelStoreConfig) -> Result<Self, ConfigError> {
+        if let Some(problem) = config.problems(Some(parse_redis_url)).into_iter().next() {
+            return Err(problem.error);
+        }
+        let runtime = tokio::runtime::Handle::try_current().map_err(|_| {
+            ConfigError::Client("a Sentinel store is built within a Tokio runtime".into())
+        })?;
+        let shared = Arc::new(Shared::new(Locator::new(&config)?));
+        let follower = Follower::start(&shared, &runtime);
+        Ok(ScriptStore::with_client(
+            Sentinel {
+                shared,
+                _follower: follower,
+            },
+            config.prefix,
+            config.timeout,
+            config.ttl_grace,
+            config.max_in_flight,
+        ))
+    }
+
+    /// The master's `host:port` in use, `None` while none was found.
+    pub fn master_address(&self) -> Option<String> {
+        self.client()
+            .shared
+            .current
+            .read()
+            .as_ref()
+            .map(|(at, _)| at.clone())
+    }
+}
+
+/// Whether `e` means the server is no longer (or not reachably) the master: the sentinels are
+/// asked again.
+fn master_moved(e: &RedisError) -> bool {
+    e.kind() == ErrorKind::Server(ServerErrorKind::ReadOnly)
+        // A script's write refused on a replica comes back as the script's error.
+        || e.to_string().contains("READONLY")
+        || e.is_io_error()
+        || e.is_connection_dropped()
+        || e.is_connection_refusal()
+        || e.is_timeout()
+}
+
+impl Sentinel {
+    /// The connection to the master, or why there is none (a lookup is asked for).
+    fn master(&self) -> Result<Arc<Single>, StoreError> {
+        if let Some((_, single)) = self.shared.current.read().as_ref() {
+            return Ok(Arc::clone(single));
+        }
+        self.shared.ask.notify_one();
+        let why = self.shared.last_failure.lock().clone();
+        Err(StoreError::Unavailable(why.unwrap_or_else(|| {
+            format!(
+                "master {:?} not found through the sentinels yet",
+                self.shared.locator.master
+            )
+        })))
+    }
+
+    /// `result` as the store's, the sentinels asked again when the master seems gone.
+    fn judge<T>(&self, single: &Single, result: Result<T, RedisError>) -> Result<T, StoreError> {
+        result.map_err(|e| {
+            if master_moved(&e) {
+                self.shared.ask.notify_one();
+            }
+            single.map_error(&e)
+        })
+    }
+
+    async fn invoke<T: ::redis::FromRedisValue, K: ::redis::ToRedisArgs, A: ::redis::ToRedisArgs>(
+        &self,
+        script: &super::scripts::Script,
+        keys: &[K],
+        args: &[A],
+    ) -> Result<T, StoreError> {
+        let single = self.master()?;
+        let result = single.query(script, keys, args).await;
+        self.judge(&single, result)
+    }
+}
+
+#[async_trait]
+impl ScriptRunner for Sentinel {
+    /// One Redis server at a time: the metrics' `backend` label is `redis`.
+    fn kind(&self) -> StoreKind {
+        StoreKind::Redis
+    }
+
+    async fn eval(&self, call: ScriptCall<'_>) -> Result<Vec<i64>, StoreError> {
+        self.invoke(call.script, &call.keys, &call.args).await
+    }
+
+    async fn eval_text(&self, call: ScriptCall<'_>) -> Result<Vec<String>, StoreError> {
+        self.invoke(call.script, &call.keys, &call.args).await
+    }
+
+    /// One server: every lane is its one slot.
+    async fn eval_group(&self, call: GroupCall<'_>) -> Result<Option<Vec<u8>>, StoreError> {
+        self.invoke(call.script, call.keys, call.args)
+            .await
+            .map(Some)
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        let single = self.master()?;
+        let pong = single.query_ping().await;
+        pong_or_error(&self.judge(&single, pong)?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_config_the_store_cannot_use_is_refused_naming_the_problem() {
+        let err = SentinelStore::new(SentinelStoreConfig {
+            sentinels: vec!["redis://127.0.0.1:26379".into()],
+            ..SentinelStoreConfig::default()
+        })
+        .unwrap_err();
+        assert_eq!(err, ConfigError::NoMasterName);
+    }
+}
