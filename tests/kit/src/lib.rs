@@ -21,7 +21,9 @@ mod proxies;
 pub use proxies::{Caddy, Envoy, Nginx, Traefik};
 pub mod certs;
 mod proxy;
+mod sentinel;
 mod tls_server;
+pub use sentinel::{RedisSentinels, SentinelSetup};
 pub use proxy::{LatencyProxy, Partition};
 
 const INSTALL_HINT: &str = "redis-server / redis-cli not found: install them with \
@@ -194,6 +196,8 @@ struct Node {
     extra: Vec<String>,
     /// What `redis-cli` needs to reach it besides the port (`--tls`, certificates).
     cli_args: Vec<String>,
+    /// A sentinel's config file (which it rewrites): the node is `redis-sentinel` on it.
+    sentinel_conf: Option<PathBuf>,
     child: Option<Child>,
 }
 
@@ -204,12 +208,24 @@ impl Node {
             dir,
             extra,
             cli_args: Vec::new(),
+            sentinel_conf: None,
             child: None,
         }
     }
 
     fn spawn(&mut self) {
-        let mut cmd = Command::new("redis-server");
+        let mut cmd = match &self.sentinel_conf {
+            Some(conf) => {
+                let mut cmd = Command::new("redis-sentinel");
+                cmd.arg(conf);
+                cmd
+            }
+            None => {
+                let mut cmd = Command::new("redis-server");
+                cmd.arg("--save").arg("").arg("--appendonly").arg("no");
+                cmd
+            }
+        };
         cmd.current_dir(&self.dir)
             .arg("--port")
             .arg(self.port.to_string())
@@ -217,10 +233,6 @@ impl Node {
             .arg("127.0.0.1")
             .arg("--dir")
             .arg(&self.dir)
-            .arg("--save")
-            .arg("")
-            .arg("--appendonly")
-            .arg("no")
             .arg("--daemonize")
             .arg("no")
             .arg("--logfile")
@@ -231,7 +243,14 @@ impl Node {
             .stderr(Stdio::null());
         let child = match cmd.spawn() {
             Ok(child) => child,
-            Err(e) => panic!("starting redis-server failed ({e}). {INSTALL_HINT}"),
+            Err(e) => panic!(
+                "starting {} failed ({e}). {INSTALL_HINT}",
+                if self.sentinel_conf.is_some() {
+                    "redis-sentinel (apt-get install -y redis-sentinel)"
+                } else {
+                    "redis-server"
+                }
+            ),
         };
         self.child = Some(child);
         let port = self.port;

@@ -107,7 +107,7 @@ impl Locator {
     /// each sentinel answered (no credentials).
     pub(crate) async fn locate(&self, current: Option<&str>) -> Result<Located, String> {
         let mut answers = Vec::with_capacity(self.links.len());
-        let mut unknown = 0;
+        let (mut unknown, mut unreachable) = (0, 0);
         for link in &self.links {
             let (host, port) = match self.ask(link).await {
                 Ok(Some(address)) => address,
@@ -117,6 +117,7 @@ impl Locator {
                     continue;
                 }
                 Err(why) => {
+                    unreachable += 1;
                     answers.push(format!("{}: {why}", link.address));
                     continue;
                 }
@@ -130,15 +131,12 @@ impl Locator {
                 Err(why) => answers.push(format!("{} named {at}, which {why}", link.address)),
             }
         }
-        Err(if unknown == self.links.len() {
+        // Every sentinel that answered knows no such name: the name is what to fix.
+        Err(if unknown > 0 && unknown + unreachable == self.links.len() {
             format!(
-                "no sentinel knows a master named {:?} (backend.master); asked {}",
+                "no sentinel knows a master named {:?} (backend.master): {}",
                 self.master,
-                self.links
-                    .iter()
-                    .map(|link| link.address.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                answers.join("; ")
             )
         } else {
             format!(
@@ -161,11 +159,7 @@ impl Locator {
         .await
         {
             Ok(Ok(answer)) => Ok(answer),
-            Ok(Err(e)) => Err(crate::redis::single::map_error_at(
-                &e,
-                Some((&link.address, self.tls.is_some())),
-            )
-            .to_string()),
+            Ok(Err(e)) => Err(why(&e, &link.address, self.tls.is_some())),
             Err(_) => Err(format!("no answer within {:?}", self.connect_timeout)),
         }
     }
@@ -199,7 +193,7 @@ impl Locator {
             Ok(Err(e)) => {
                 return Err(format!(
                     "cannot be reached: {}",
-                    crate::redis::single::map_error_at(&e, Some((at, self.tls.is_some())))
+                    why(&e, at, self.tls.is_some())
                 ));
             }
             Err(_) => return Err(format!("did not answer within {:?}", self.connect_timeout)),
@@ -214,13 +208,19 @@ impl Locator {
             Ok(Ok(Role::Primary { .. })) => Ok(single(manager)),
             Ok(Ok(Role::Replica { .. })) => Err("is a replica (not failed over yet?)".into()),
             Ok(Ok(_)) => Err("is not a Redis master".into()),
-            Ok(Err(e)) => Err(format!("refused ROLE: {}", single(manager).map_error(&e))),
+            Ok(Err(e)) => Err(format!("refused ROLE: {}", why(&e, at, self.tls.is_some()))),
             Err(_) => Err(format!(
                 "did not answer ROLE within {:?}",
                 self.connect_timeout
             )),
         }
     }
+}
+
+/// What went wrong talking to `address` (redacted): the TLS reason when TLS explains it, else
+/// the client's words (which carry no credentials).
+fn why(e: &::redis::RedisError, address: &str, tls: bool) -> String {
+    crate::tls::explain(e, address, tls).unwrap_or_else(|| e.to_string())
 }
 
 /// `host:port`, an IPv6 host in brackets.
