@@ -12,8 +12,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::backend::{
-    BackendSettings, ClusterStoreConfig, MemoryStoreConfig, RedisStoreConfig, UrlCheck, check_store,
-    sentinel,
+    BackendSettings, ClusterStoreConfig, MemoryStoreConfig, RedisStoreConfig, UrlCheck,
+    check_store, sentinel,
 };
 use super::error::FieldError;
 use super::forward_auth::CallerRules;
@@ -388,12 +388,9 @@ fn compile_backend(
         }
         // Its own checks (no sentinels, no master name, a bad URL) come from the store's
         // config below, every one at once.
-        "sentinel" => BackendSettings::Sentinel(sentinel::from_config(
-            config,
-            timeout,
-            connect_timeout,
-            tls,
-        )),
+        "sentinel" => {
+            BackendSettings::Sentinel(sentinel::from_config(config, timeout, connect_timeout, tls))
+        }
         other => {
             errors.push(FieldError::new(
                 "backend.kind",

@@ -194,7 +194,10 @@ pub(crate) fn compile_region(
         // The same master, found through the same sentinels (`[backend]`'s problems are
         // reported there).
         "sentinel" if !region.peers.is_empty() => {
-            let rediss = backend.sentinels.iter().any(|url| url.starts_with("rediss://"));
+            let rediss = backend
+                .sentinels
+                .iter()
+                .any(|url| url.starts_with("rediss://"));
             let tls = compile_backend_tls("backend.tls", &backend.tls, rediss, &mut Vec::new());
             let duration = |text: &str, default| parse_positive_duration(text).unwrap_or(default);
             Some(BackendSettings::Sentinel(sentinel::from_config(

@@ -23,6 +23,8 @@ use sluice_testkit::{RedisSentinels, SentinelSetup, free_port};
 const TIMEOUT: Duration = Duration::from_millis(500);
 /// What the spec allows past the failover itself for checks to resume.
 const RESUME_WITHIN: Duration = Duration::from_secs(2);
+/// The limit of the hot keys: never reached.
+const HOT_LIMIT: u64 = 1_000_000;
 const MASTER_PASSWORD: &str = "m4ster-pw-never-shown";
 const SENTINEL_PASSWORD: &str = "s3ntinel-pw-never-shown";
 
@@ -59,7 +61,11 @@ async fn until_ready(store: &dyn Store, limit: Duration) {
 async fn first_lookup_failure(store: &SentinelStore) -> String {
     let start = Instant::now();
     loop {
-        let err = store.ping().await.expect_err("no master can be found").to_string();
+        let err = store
+            .ping()
+            .await
+            .expect_err("no master can be found")
+            .to_string();
         if !err.contains("not found through the sentinels yet") {
             return err;
         }
@@ -101,7 +107,10 @@ async fn exact_through_sentinel_with_the_first_sentinel_down_and_no_password_sho
         tls: None,
     });
     // The first sentinel listed is down (nothing listens there): found through the next.
-    let mut sentinels = vec![format!("redis://:{SENTINEL_PASSWORD}@127.0.0.1:{}", free_port())];
+    let mut sentinels = vec![format!(
+        "redis://:{SENTINEL_PASSWORD}@127.0.0.1:{}",
+        free_port()
+    )];
     sentinels.extend(group.sentinel_urls());
     let store = Arc::new(store_on(
         sentinels.clone(),
@@ -164,7 +173,7 @@ impl Load {
                     let key = format!("hot{}", i % 4);
                     let mut answers = Vec::new();
                     while !stop.load(Ordering::Relaxed) {
-                        let check = Check::new("p", &key, params(1_000_000), 1);
+                        let check = Check::new("p", &key, params(HOT_LIMIT), 1);
                         let result = store.check(&check, common::now_ms()).await;
                         answers.push((Instant::now(), result.is_err()));
                         if result.is_err() {
@@ -225,10 +234,29 @@ async fn follows(failover: Failover) {
     tokio::time::sleep(RESUME_WITHIN + Duration::from_millis(500)).await;
     let answers = load.stop().await;
     let failover_took = moved_at - started;
+    // What the old master admitted that never reached the new one (asynchronous replication):
+    // the admitted checks of the hot keys less what the new master counts of them.
+    let admitted = answers.iter().filter(|(_, failed)| !failed).count() as u64;
+    let mut counted = 0;
+    for i in 0..4 {
+        let key = format!("hot{i}");
+        let peek = Check::new("p", &key, params(HOT_LIMIT), 0);
+        counted += HOT_LIMIT
+            - store
+                .check(&peek, common::now_ms())
+                .await
+                .unwrap()
+                .remaining;
+    }
+    println!(
+        "{failover:?}: {admitted} checks admitted, {counted} counted by the new master: {} lost with the old master",
+        admitted.saturating_sub(counted)
+    );
 
     let failures: Vec<_> = answers.iter().filter(|(_, failed)| *failed).collect();
     let last_failure = failures.last().map(|(at, _)| *at);
-    let resumed_after = last_failure.map_or(Duration::ZERO, |at| at.saturating_duration_since(moved_at));
+    let resumed_after =
+        last_failure.map_or(Duration::ZERO, |at| at.saturating_duration_since(moved_at));
     println!(
         "{failover:?}: sentinels switched {old} -> {new} after {failover_took:?}; {} answers, {} failed; \
          checks resumed {resumed_after:?} after the switch",

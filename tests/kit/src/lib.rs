@@ -23,8 +23,8 @@ pub mod certs;
 mod proxy;
 mod sentinel;
 mod tls_server;
-pub use sentinel::{RedisSentinels, SentinelSetup};
 pub use proxy::{LatencyProxy, Partition};
+pub use sentinel::{RedisSentinels, SentinelSetup};
 
 const INSTALL_HINT: &str = "redis-server / redis-cli not found: install them with \
     `apt-get install -y redis-server redis-tools` (Debian/Ubuntu); the Redis tests never skip";

@@ -3,8 +3,12 @@
 //! name another master.
 //!
 //! Reasons to ask, fastest first:
-//! - a `+switch-master` event for this master, published by any sentinel (every sentinel is
-//!   subscribed to, each by a task that subscribes again when its connection ends);
+//! - an event from any sentinel (every sentinel is subscribed to, each by a task that
+//!   subscribes again when its connection ends; see [`events`](super::events)):
+//!   `+selected-slave` starts a failover: the old master is fenced (calls to it answer
+//!   `Unavailable` at once, so it takes nothing the failover would lose) and the chosen
+//!   replica is polled until it answers `ROLE` as a master, then used; `+switch-master` ends
+//!   one; an abort lifts the fence;
 //! - a call that met a `READONLY` answer (the master was demoted) or a lost connection (the
 //!   runner rings [`Shared::ask`]);
 //! - every [`REFRESH`], in case an event was missed while a subscription was down, or a call
@@ -20,7 +24,9 @@ use futures::StreamExt;
 use parking_lot::{Mutex, RwLock};
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
+use tokio::time::Instant;
 
+use super::events::{self, Event};
 use super::locate::{Located, Locator};
 use crate::redis::single::Single;
 
@@ -30,12 +36,25 @@ pub(crate) const REFRESH: Duration = Duration::from_secs(1);
 const MIN_GAP: Duration = Duration::from_millis(50);
 /// Before subscribing again to a sentinel whose subscription ended.
 const RESUBSCRIBE_AFTER: Duration = Duration::from_millis(250);
+/// The longest a failover in progress fences the old master (a promotion takes milliseconds;
+/// past this the sentinels' word decides again).
+const FENCE_AT_MOST: Duration = Duration::from_secs(3);
+
+/// A failover in progress: `to` is being promoted in place of `from` (`host:port` each).
+#[derive(Debug, Clone)]
+pub(crate) struct Failover {
+    pub from: String,
+    pub to: String,
+    until: Instant,
+}
 
 /// The master in use, as the runner and the follower share it.
 pub(crate) struct Shared {
     pub locator: Locator,
     /// The master's `host:port` and the connection to it; `None` until one was found.
     pub current: RwLock<Option<(String, Arc<Single>)>>,
+    /// A failover seen begin and not yet seen end by every sentinel.
+    failover: Mutex<Option<Failover>>,
     /// Why the last lookup found no master (shown by a call while there is none).
     pub last_failure: Mutex<Option<String>>,
     /// Rung for a lookup now.
@@ -47,23 +66,77 @@ impl Shared {
         Shared {
             locator,
             current: RwLock::new(None),
+            failover: Mutex::new(None),
             last_failure: Mutex::new(None),
             ask: Notify::new(),
         }
+    }
+
+    /// The failover in progress, if any (one past its bound is forgotten).
+    fn failover(&self) -> Option<Failover> {
+        let mut failover = self.failover.lock();
+        if failover.as_ref().is_some_and(|f| f.until <= Instant::now()) {
+            *failover = None;
+        }
+        failover.clone()
+    }
+
+    /// The failover that fences `at` now, if any: calls to it must not be made.
+    pub(crate) fn fenced(&self, at: &str) -> Option<Failover> {
+        self.failover().filter(|f| f.from == at)
+    }
+
+    fn swap(&self, at: String, single: Single) {
+        *self.current.write() = Some((at, Arc::new(single)));
+        *self.last_failure.lock() = None;
     }
 
     /// One lookup; the connection swapped when the sentinels name another master. A failed
     /// lookup keeps the connection there is (it may still be the master).
     async fn relocate(&self) {
         let current = self.current.read().as_ref().map(|(at, _)| at.clone());
-        match self.locator.locate(current.as_deref()).await {
-            Ok(Located::Same) => *self.last_failure.lock() = None,
-            Ok(Located::Moved { at, single }) => {
-                *self.current.write() = Some((at, Arc::new(single)));
+        let failover = self.failover();
+        if let Some(failover) = &failover
+            && current.as_deref() == Some(failover.from.as_str())
+        {
+            // Fenced: the replica being promoted is used as soon as it is a master.
+            if let Ok(single) = self.locator.connect(&failover.to).await {
+                self.swap(failover.to.clone(), single);
+            }
+            return;
+        }
+        // On the promoted replica already, a sentinel still naming the old master has not
+        // seen the failover end.
+        let stale = failover.as_ref().map(|f| f.from.as_str());
+        match self.locator.locate(current.as_deref(), stale).await {
+            Ok(Located::Same) => {
                 *self.last_failure.lock() = None;
+                if failover.is_some_and(|f| current.as_deref() == Some(f.to.as_str())) {
+                    *self.failover.lock() = None;
+                }
+            }
+            Ok(Located::Moved { at, single }) => {
+                *self.failover.lock() = None;
+                self.swap(at, single);
             }
             Err(why) => *self.last_failure.lock() = Some(why),
         }
+    }
+
+    /// What a sentinel's event means to the follower.
+    fn on(&self, event: Event) {
+        match event {
+            Event::Selected { from, to } => {
+                *self.failover.lock() = Some(Failover {
+                    from,
+                    to,
+                    until: Instant::now() + FENCE_AT_MOST,
+                });
+            }
+            Event::Aborted => *self.failover.lock() = None,
+            Event::Switched => {}
+        }
+        self.ask.notify_one();
     }
 }
 
@@ -89,11 +162,14 @@ impl Follower {
             loop {
                 lookups.relocate().await;
                 tokio::time::sleep(MIN_GAP).await;
-                // A lookup with no current master is tried again soon: the daemon waits on it.
-                let next = if lookups.current.read().is_some() {
-                    REFRESH
+                // Soon again while no master is known (the daemon waits on it) or a failover
+                // is in progress (its replica is polled until promoted).
+                let next = if lookups.failover().is_some() {
+                    Duration::ZERO
+                } else if lookups.current.read().is_none() {
+                    MIN_GAP * 3
                 } else {
-                    MIN_GAP * 4
+                    REFRESH
                 };
                 let _ = tokio::time::timeout(next, lookups.ask.notified()).await;
             }
@@ -111,8 +187,8 @@ impl Follower {
     }
 }
 
-/// Subscribes to `+switch-master` on sentinel `index` and rings [`Shared::ask`] for each
-/// event about this master; returns when the subscription cannot be made or ends.
+/// Subscribes to the [`events::CHANNELS`] of sentinel `index` and hands each event about this
+/// master to [`Shared::on`]; returns when the subscription cannot be made or ends.
 async fn listen(shared: &Shared, index: usize) {
     let Some(link) = shared.locator.links.get(index) else {
         return;
@@ -123,19 +199,20 @@ async fn listen(shared: &Shared, index: usize) {
         return;
     };
     if !matches!(
-        tokio::time::timeout(limit, pubsub.subscribe("+switch-master")).await,
+        tokio::time::timeout(limit, pubsub.subscribe(&events::CHANNELS[..])).await,
         Ok(Ok(()))
     ) {
         return;
     }
     // An event may have gone by while this sentinel was not listened to.
     shared.ask.notify_one();
-    let mut events = pubsub.into_on_message();
-    while let Some(event) = events.next().await {
-        // `<master name> <old ip> <old port> <new ip> <new port>`
-        let payload: String = event.get_payload().unwrap_or_default();
-        if payload.split(' ').next() == Some(shared.locator.master.as_str()) {
-            shared.ask.notify_one();
+    let mut messages = pubsub.into_on_message();
+    while let Some(message) = messages.next().await {
+        let payload: String = message.get_payload().unwrap_or_default();
+        if let Some(event) =
+            events::parse(message.get_channel_name(), &payload, &shared.locator.master)
+        {
+            shared.on(event);
         }
     }
 }

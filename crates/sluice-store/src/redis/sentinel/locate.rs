@@ -16,6 +16,7 @@ use sluice_config::backend::{
     RedisTls, SentinelStoreConfig, StoreConfigError as ConfigError, redact_url,
 };
 
+use super::events::host_port;
 use crate::redis::single::{ClientError, Single, manager_config, open_client};
 
 /// One sentinel: its address (redacted) and a connection that reconnects by itself.
@@ -103,9 +104,15 @@ impl Locator {
     }
 
     /// Asks the sentinels in their order until one names a server that is a master; `current`
-    /// is the `host:port` connected to already (kept when named again). The error says what
-    /// each sentinel answered (no credentials).
-    pub(crate) async fn locate(&self, current: Option<&str>) -> Result<Located, String> {
+    /// is the `host:port` connected to already (kept when named again); a sentinel naming
+    /// `stale` (a master being failed over, whose replica is in use already) has not seen the
+    /// failover yet and is passed over. The error says what each sentinel answered (no
+    /// credentials).
+    pub(crate) async fn locate(
+        &self,
+        current: Option<&str>,
+        stale: Option<&str>,
+    ) -> Result<Located, String> {
         let mut answers = Vec::with_capacity(self.links.len());
         let (mut unknown, mut unreachable) = (0, 0);
         for link in &self.links {
@@ -113,7 +120,10 @@ impl Locator {
                 Ok(Some(address)) => address,
                 Ok(None) => {
                     unknown += 1;
-                    answers.push(format!("{}: no master named {:?}", link.address, self.master));
+                    answers.push(format!(
+                        "{}: no master named {:?}",
+                        link.address, self.master
+                    ));
                     continue;
                 }
                 Err(why) => {
@@ -126,25 +136,31 @@ impl Locator {
             if current == Some(at.as_str()) {
                 return Ok(Located::Same);
             }
+            if stale == Some(at.as_str()) {
+                answers.push(format!("{} still names {at}", link.address));
+                continue;
+            }
             match self.connect(&at).await {
                 Ok(single) => return Ok(Located::Moved { at, single }),
                 Err(why) => answers.push(format!("{} named {at}, which {why}", link.address)),
             }
         }
         // Every sentinel that answered knows no such name: the name is what to fix.
-        Err(if unknown > 0 && unknown + unreachable == self.links.len() {
-            format!(
-                "no sentinel knows a master named {:?} (backend.master): {}",
-                self.master,
-                answers.join("; ")
-            )
-        } else {
-            format!(
-                "no master {:?} found through the sentinels: {}",
-                self.master,
-                answers.join("; ")
-            )
-        })
+        Err(
+            if unknown > 0 && unknown + unreachable == self.links.len() {
+                format!(
+                    "no sentinel knows a master named {:?} (backend.master): {}",
+                    self.master,
+                    answers.join("; ")
+                )
+            } else {
+                format!(
+                    "no master {:?} found through the sentinels: {}",
+                    self.master,
+                    answers.join("; ")
+                )
+            },
+        )
     }
 
     /// The master's address `link` gives, `None` when it knows no master of that name.
@@ -166,7 +182,7 @@ impl Locator {
 
     /// A connection to `at` (`host:port`) with the master's credentials, once `ROLE` says it is a
     /// master; why not otherwise.
-    async fn connect(&self, at: &str) -> Result<Single, String> {
+    pub(crate) async fn connect(&self, at: &str) -> Result<Single, String> {
         let scheme = if self.tls.is_some() {
             "rediss"
         } else {
@@ -221,24 +237,4 @@ impl Locator {
 /// the client's words (which carry no credentials).
 fn why(e: &::redis::RedisError, address: &str, tls: bool) -> String {
     crate::tls::explain(e, address, tls).unwrap_or_else(|| e.to_string())
-}
-
-/// `host:port`, an IPv6 host in brackets.
-fn host_port(host: &str, port: u16) -> String {
-    if host.contains(':') {
-        format!("[{host}]:{port}")
-    } else {
-        format!("{host}:{port}")
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn addresses_are_written_as_urls_take_them() {
-        assert_eq!(host_port("10.0.0.1", 6379), "10.0.0.1:6379");
-        assert_eq!(host_port("::1", 6379), "[::1]:6379");
-    }
 }

@@ -7,12 +7,15 @@
 //! Redis server. Metrics call this backend `redis`: it is one Redis server at a time.
 //!
 //! What a failover loses: Redis replicates asynchronously, so consumption the old master
-//! acknowledged but had not yet sent to the replica that is promoted is gone; a key's count
-//! can go back by what the old master took in its last moments (at most the checks it answered
-//! after its replica's last acknowledged offset, typically under a millisecond of traffic, up
-//! to `down-after-milliseconds` of traffic when the master was cut off from the replica but
-//! not from sluiced). A count the replica had received survives exactly.
+//! acknowledged but had not yet sent to the replica that is promoted is gone. The follower
+//! stops sending to the old master when the leading sentinel picks the replica
+//! (`+selected-slave`, see [`events`]), so what is lost is what the replica had not received
+//! at that instant (typically under a millisecond of traffic); when the old master was cut
+//! off from its replica but not from sluiced, or its fence event was missed (no subscription
+//! to the leading sentinel), up to the whole time until sluiced switches. A count the replica
+//! had received survives exactly.
 
+mod events;
 mod follow;
 mod locate;
 
@@ -99,7 +102,13 @@ fn master_moved(e: &RedisError) -> bool {
 impl Sentinel {
     /// The connection to the master, or why there is none (a lookup is asked for).
     fn master(&self) -> Result<Arc<Single>, StoreError> {
-        if let Some((_, single)) = self.shared.current.read().as_ref() {
+        if let Some((at, single)) = self.shared.current.read().as_ref() {
+            if let Some(failover) = self.shared.fenced(at) {
+                return Err(StoreError::Unavailable(format!(
+                    "master {at} is being failed over to {}",
+                    failover.to
+                )));
+            }
             return Ok(Arc::clone(single));
         }
         self.shared.ask.notify_one();
@@ -122,7 +131,11 @@ impl Sentinel {
         })
     }
 
-    async fn invoke<T: ::redis::FromRedisValue, K: ::redis::ToRedisArgs, A: ::redis::ToRedisArgs>(
+    async fn invoke<
+        T: ::redis::FromRedisValue,
+        K: ::redis::ToRedisArgs,
+        A: ::redis::ToRedisArgs,
+    >(
         &self,
         script: &super::scripts::Script,
         keys: &[K],
