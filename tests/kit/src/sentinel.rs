@@ -65,6 +65,15 @@ fn tls_args(certs: &Certs, port: u16) -> Vec<String> {
     .to_vec()
 }
 
+/// `redis-cli`'s arguments for a node: `common` (TLS), and AUTH with `password` if any.
+fn cli_args(common: &[String], password: Option<&str>) -> Vec<String> {
+    let mut args = common.to_vec();
+    if let Some(password) = password {
+        args.extend(["-a".into(), password.into(), "--no-auth-warning".into()]);
+    }
+    args
+}
+
 impl RedisSentinels {
     /// Plain TCP, no passwords.
     pub fn start() -> RedisSentinels {
@@ -106,11 +115,7 @@ impl RedisSentinels {
                 ]);
             }
             let mut node = Node::new(port, node_dir(&format!("server{i}")), extra);
-            node.cli_args = common_cli.clone();
-            if let Some(password) = setup.password {
-                node.cli_args
-                    .extend(["-a".into(), password.into(), "--no-auth-warning".into()]);
-            }
+            node.cli_args = cli_args(&common_cli, setup.password);
             node.spawn();
             servers.push(node);
         }
@@ -139,11 +144,7 @@ impl RedisSentinels {
             }
             let mut node = Node::new(port, path, extra);
             node.sentinel_conf = Some(conf_file);
-            node.cli_args = common_cli.clone();
-            if let Some(password) = setup.sentinel_password {
-                node.cli_args
-                    .extend(["-a".into(), password.into(), "--no-auth-warning".into()]);
-            }
+            node.cli_args = cli_args(&common_cli, setup.sentinel_password);
             node.spawn();
             sentinels.push(node);
         }

@@ -158,7 +158,7 @@ impl Single {
     }
 
     /// EVALSHA of `script`, the store's error of a failure.
-    pub(crate) async fn invoke<T: FromRedisValue, K: ToRedisArgs, A: ToRedisArgs>(
+    async fn invoke<T: FromRedisValue, K: ToRedisArgs, A: ToRedisArgs>(
         &self,
         script: &Script,
         keys: &[K],
@@ -210,35 +210,65 @@ impl Single {
     }
 }
 
+/// A client of one Redis server at a time (a fixed address, or the master the sentinels
+/// name): a call is one EVALSHA there, and every lane is its one slot. Its
+/// [`ScriptRunner`] is written once, below.
 #[async_trait]
-impl ScriptRunner for Single {
+pub(crate) trait OneServer: Send + Sync + 'static {
+    /// EVALSHA of `script` on the server.
+    async fn call<T, K, A>(&self, script: &Script, keys: &[K], args: &[A]) -> Result<T, StoreError>
+    where
+        T: FromRedisValue + Send,
+        K: ToRedisArgs + Sync,
+        A: ToRedisArgs + Sync;
+
+    /// What the server answers to PING.
+    async fn pong(&self) -> Result<String, StoreError>;
+}
+
+#[async_trait]
+impl OneServer for Single {
+    async fn call<T, K, A>(&self, script: &Script, keys: &[K], args: &[A]) -> Result<T, StoreError>
+    where
+        T: FromRedisValue + Send,
+        K: ToRedisArgs + Sync,
+        A: ToRedisArgs + Sync,
+    {
+        self.invoke(script, keys, args).await
+    }
+
+    async fn pong(&self) -> Result<String, StoreError> {
+        self.query_ping().await.map_err(|e| self.map_error(&e))
+    }
+}
+
+#[async_trait]
+impl<S: OneServer> ScriptRunner for S {
+    /// One Redis server (at a time): the metrics' `backend` label is `redis`.
     fn kind(&self) -> StoreKind {
         StoreKind::Redis
     }
 
     async fn eval(&self, call: ScriptCall<'_>) -> Result<Vec<i64>, StoreError> {
-        self.invoke(call.script, &call.keys, &call.args).await
+        self.call(call.script, &call.keys, &call.args).await
     }
 
     async fn eval_text(&self, call: ScriptCall<'_>) -> Result<Vec<String>, StoreError> {
-        self.invoke(call.script, &call.keys, &call.args).await
+        self.call(call.script, &call.keys, &call.args).await
     }
 
     /// One server: every lane is its one slot.
     async fn eval_group(&self, call: GroupCall<'_>) -> Result<Option<Vec<u8>>, StoreError> {
-        self.invoke(call.script, call.keys, call.args)
-            .await
-            .map(Some)
+        self.call(call.script, call.keys, call.args).await.map(Some)
     }
 
     async fn ping(&self) -> Result<(), StoreError> {
-        let pong = self.query_ping().await.map_err(|e| self.map_error(&e))?;
-        pong_or_error(&pong)
+        pong_or_error(&self.pong().await?)
     }
 }
 
 /// A PING's answer as the store's: `PONG`, or a backend error quoting what came instead.
-pub(crate) fn pong_or_error(pong: &str) -> Result<(), StoreError> {
+fn pong_or_error(pong: &str) -> Result<(), StoreError> {
     if pong == "PONG" {
         Ok(())
     } else {

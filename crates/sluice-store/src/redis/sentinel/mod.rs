@@ -3,8 +3,9 @@
 //!
 //! The Sentinel part is only "where is the master now" ([`locate`]) kept up to date across
 //! failovers ([`follow`]); the connection to the master is the single-server client's
-//! ([`Single`]), so the scripts, group commit, leases and the denied cache work as on one
-//! Redis server. Metrics call this backend `redis`: it is one Redis server at a time.
+//! ([`Single`]), and both are a [`OneServer`], so the scripts, group commit, leases and the
+//! denied cache work as on one Redis server. Metrics call this backend `redis`: it is one
+//! Redis server at a time.
 //!
 //! What a failover loses: Redis replicates asynchronously, so consumption the old master
 //! acknowledged but had not yet sent to the replica that is promoted is gone. The follower
@@ -21,17 +22,16 @@ mod locate;
 
 use std::sync::Arc;
 
-use ::redis::{ErrorKind, RedisError, ServerErrorKind};
+use ::redis::{ErrorKind, FromRedisValue, RedisError, ServerErrorKind, ToRedisArgs};
 use async_trait::async_trait;
 use sluice_config::backend::{SentinelStoreConfig, StoreConfigError as ConfigError};
 
 use self::follow::{Follower, Shared};
 use self::locate::Locator;
-use super::runner::{GroupCall, ScriptCall, ScriptRunner};
 use super::script_store::ScriptStore;
-use super::single::{Single, parse_redis_url, pong_or_error};
+use super::scripts::Script;
+use super::single::{OneServer, Single, parse_redis_url};
 use crate::error::StoreError;
-use crate::store::StoreKind;
 
 /// Rate-limit state in the Redis master the sentinels name.
 pub type SentinelStore = ScriptStore<Sentinel>;
@@ -130,49 +130,25 @@ impl Sentinel {
             single.map_error(&e)
         })
     }
+}
 
-    async fn invoke<
-        T: ::redis::FromRedisValue,
-        K: ::redis::ToRedisArgs,
-        A: ::redis::ToRedisArgs,
-    >(
-        &self,
-        script: &super::scripts::Script,
-        keys: &[K],
-        args: &[A],
-    ) -> Result<T, StoreError> {
+#[async_trait]
+impl OneServer for Sentinel {
+    async fn call<T, K, A>(&self, script: &Script, keys: &[K], args: &[A]) -> Result<T, StoreError>
+    where
+        T: FromRedisValue + Send,
+        K: ToRedisArgs + Sync,
+        A: ToRedisArgs + Sync,
+    {
         let single = self.master()?;
         let result = single.query(script, keys, args).await;
         self.judge(&single, result)
     }
-}
 
-#[async_trait]
-impl ScriptRunner for Sentinel {
-    /// One Redis server at a time: the metrics' `backend` label is `redis`.
-    fn kind(&self) -> StoreKind {
-        StoreKind::Redis
-    }
-
-    async fn eval(&self, call: ScriptCall<'_>) -> Result<Vec<i64>, StoreError> {
-        self.invoke(call.script, &call.keys, &call.args).await
-    }
-
-    async fn eval_text(&self, call: ScriptCall<'_>) -> Result<Vec<String>, StoreError> {
-        self.invoke(call.script, &call.keys, &call.args).await
-    }
-
-    /// One server: every lane is its one slot.
-    async fn eval_group(&self, call: GroupCall<'_>) -> Result<Option<Vec<u8>>, StoreError> {
-        self.invoke(call.script, call.keys, call.args)
-            .await
-            .map(Some)
-    }
-
-    async fn ping(&self) -> Result<(), StoreError> {
+    async fn pong(&self) -> Result<String, StoreError> {
         let single = self.master()?;
         let pong = single.query_ping().await;
-        pong_or_error(&self.judge(&single, pong)?)
+        self.judge(&single, pong)
     }
 }
 
