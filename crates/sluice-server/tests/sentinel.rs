@@ -56,7 +56,7 @@ async fn checks_through_sentinel_are_exact_and_no_password_is_logged() {
         daemon.log()
     );
     let log = daemon.log();
-    assert!(log.contains("sentinel"), "{log}");
+    assert!(log.contains("sentinel: master found"), "{log}");
     for secret in [MASTER_PASSWORD, SENTINEL_PASSWORD] {
         assert!(!log.contains(secret), "{secret} logged:\n{log}");
     }

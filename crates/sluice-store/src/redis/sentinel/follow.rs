@@ -87,8 +87,15 @@ impl Shared {
     }
 
     fn swap(&self, at: String, single: Single) {
-        *self.current.write() = Some((at, Arc::new(single)));
+        let before = self.current.write().replace((at.clone(), Arc::new(single)));
         *self.last_failure.lock() = None;
+        let master = &self.locator.master;
+        match before {
+            Some((was, _)) => {
+                tracing::info!(%master, %at, %was, "sentinel: the master moved, checks follow it");
+            }
+            None => tracing::info!(%master, %at, "sentinel: master found"),
+        }
     }
 
     /// One lookup; the connection swapped when the sentinels name another master. A failed
@@ -127,6 +134,15 @@ impl Shared {
     fn on(&self, event: Event) {
         match event {
             Event::Selected { from, to } => {
+                if self
+                    .current
+                    .read()
+                    .as_ref()
+                    .is_some_and(|(at, _)| *at == from)
+                {
+                    let master = &self.locator.master;
+                    tracing::info!(%master, %from, %to, "sentinel: failover began, the old master takes no more checks");
+                }
                 *self.failover.lock() = Some(Failover {
                     from,
                     to,
