@@ -11,8 +11,8 @@
 use std::collections::HashSet;
 
 use super::backend::{
-    BackendSettings, ClusterStoreConfig, DEFAULT_CONNECT_TIMEOUT, DEFAULT_TIMEOUT,
-    RedisStoreConfig, UrlCheck, check_store, sentinel,
+    BackendSettings, ClusterStoreConfig, DEFAULT_CONNECT_TIMEOUT, RedisStoreConfig, UrlCheck,
+    check_store,
 };
 use super::error::FieldError;
 use super::parse::{is_valid_name, parse_positive_duration};
@@ -110,6 +110,7 @@ fn compile_remote(
 pub(crate) fn compile_region(
     region: &RegionConfig,
     backend: &BackendConfig,
+    compiled: Option<&BackendSettings>,
     redis_url: Option<UrlCheck>,
     errors: &mut Vec<FieldError>,
 ) -> Option<RegionSettings> {
@@ -193,20 +194,7 @@ pub(crate) fn compile_region(
         }),
         // The same master, found through the same sentinels (`[backend]`'s problems are
         // reported there).
-        "sentinel" if !region.peers.is_empty() => {
-            let rediss = backend
-                .sentinels
-                .iter()
-                .any(|url| url.starts_with("rediss://"));
-            let tls = compile_backend_tls("backend.tls", &backend.tls, rediss, &mut Vec::new());
-            let duration = |text: &str, default| parse_positive_duration(text).unwrap_or(default);
-            Some(BackendSettings::Sentinel(sentinel::from_config(
-                backend,
-                duration(&backend.timeout, DEFAULT_TIMEOUT),
-                duration(&backend.connect_timeout, DEFAULT_CONNECT_TIMEOUT),
-                tls,
-            )))
-        }
+        "sentinel" if !region.peers.is_empty() => compiled.cloned(),
         _ => None,
     };
     Some(RegionSettings {

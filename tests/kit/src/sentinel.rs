@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use tempfile::TempDir;
 
 use crate::certs::Certs;
-use crate::tls_server::tls_cli_args;
+use crate::tls_server::{tls_cli_args, tls_node_args};
 use crate::{Node, free_port, require_tools, wait_until};
 
 /// Sentinel's `down-after-milliseconds` here: how long a master must not answer before the
@@ -37,32 +37,6 @@ pub struct RedisSentinels {
     tls: bool,
     sentinel_password: Option<String>,
     _dir: TempDir,
-}
-
-fn tls_args(certs: &Certs, port: u16) -> Vec<String> {
-    let path = |p: &std::path::Path| p.display().to_string();
-    [
-        "--port",
-        "0",
-        "--tls-port",
-        &port.to_string(),
-        "--tls-cert-file",
-        &path(&certs.server.cert),
-        "--tls-key-file",
-        &path(&certs.server.key),
-        "--tls-client-cert-file",
-        &path(&certs.client.cert),
-        "--tls-client-key-file",
-        &path(&certs.client.key),
-        "--tls-ca-cert-file",
-        &path(&certs.ca_file),
-        "--tls-auth-clients",
-        "yes",
-        "--tls-replication",
-        "yes",
-    ]
-    .map(str::to_owned)
-    .to_vec()
 }
 
 /// `redis-cli`'s arguments for a node: `common` (TLS), and AUTH with `password` if any.
@@ -101,7 +75,7 @@ impl RedisSentinels {
             let port = if i == 0 { master_port } else { free_port() };
             let mut extra = Vec::new();
             if let Some(certs) = setup.tls {
-                extra.extend(tls_args(certs, port));
+                extra.extend(tls_node_args(certs, port));
             }
             if let Some(password) = setup.password {
                 extra.extend(["--requirepass".into(), password.into()]);
@@ -140,7 +114,7 @@ impl RedisSentinels {
             std::fs::write(&conf_file, conf).expect("writing sentinel.conf");
             let mut extra = Vec::new();
             if let Some(certs) = setup.tls {
-                extra.extend(tls_args(certs, port));
+                extra.extend(tls_node_args(certs, port));
             }
             let mut node = Node::new(port, path, extra);
             node.sentinel_conf = Some(conf_file);

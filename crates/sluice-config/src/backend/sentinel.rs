@@ -79,27 +79,6 @@ impl std::fmt::Debug for SentinelStoreConfig {
     }
 }
 
-/// The sentinel backend `config` (`[backend]` with `kind = "sentinel"`) describes, its
-/// durations and TLS compiled already.
-pub(crate) fn from_config(
-    config: &crate::schema::BackendConfig,
-    timeout: Duration,
-    connect_timeout: Duration,
-    tls: Option<RedisTls>,
-) -> SentinelStoreConfig {
-    SentinelStoreConfig {
-        sentinels: config.sentinels.clone(),
-        master: config.master.trim().to_owned(),
-        username: (!config.username.is_empty()).then(|| config.username.clone()),
-        password: config.password.get().map(str::to_owned),
-        prefix: config.prefix.clone(),
-        timeout,
-        connect_timeout,
-        tls,
-        ..SentinelStoreConfig::default()
-    }
-}
-
 /// A problem of one field of a sentinel backend (the field relative to its section:
 /// `sentinels[1]`, `master`).
 #[derive(Debug, Clone, PartialEq, Eq)]
