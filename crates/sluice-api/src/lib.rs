@@ -281,6 +281,10 @@ pub struct PolicyView {
     /// The candidate of the policy's own limit (tier `none`), when it has one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub candidate: Option<ParamsView>,
+    /// The time zone of a calendar window (`1d`, `1w`, `1mo`), when the policy has one;
+    /// `window_ms` is then the longest such window.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calendar: Option<String>,
 }
 
 fn local_scope() -> String {

@@ -23,9 +23,12 @@ use crate::schema::PolicyConfig;
 mod candidates;
 mod fields;
 mod usage;
+mod window;
 
 use self::candidates::{Candidates, compile_candidates};
+use self::fields::field;
 use self::usage::check_usage;
+use self::window::compile_window;
 
 /// The maps the check path looks names up in: aHash, since SipHash over every policy, tier and
 /// endpoint name was a visible share of a check's CPU (the keys are config, not caller input
@@ -323,6 +326,7 @@ impl<M> PolicySet<M> {
                     tiers,
                     scope: policy.scope.as_str().to_owned(),
                     candidate: policy.base.candidate.as_ref().map(params_view),
+                    calendar: base.calendar.map(|c| c.zone.name().to_owned()),
                 };
                 (policy.name.to_string(), view)
             })
@@ -356,7 +360,7 @@ fn compile_policy<M: Meters>(
     }
     let algorithm = compile_algorithm(name, config, errors);
     let limit = compile_limit(name, config, errors);
-    let window_ms = compile_window(name, config, errors);
+    let (window_ms, calendar) = compile_window(name, config, algorithm, errors);
     if config.burst == Some(0) {
         errors.push(FieldError::new(
             field(name, "burst"),
@@ -366,6 +370,12 @@ fn compile_policy<M: Meters>(
     let fail = compile_fail(name, config, errors);
     check_labels(name, config, errors);
     let (scope, replication) = compile_scope(name, config, errors);
+    if calendar.is_some() && scope == Scope::Replicated {
+        errors.push(FieldError::new(
+            field(name, "scope"),
+            "a calendar window cannot be replicated (its regions would need one calendar's edges); use scope = \"global\" or \"local\"",
+        ));
+    }
     let lease = match config.lease.as_str() {
         "auto" => true,
         "off" => false,
@@ -387,6 +397,7 @@ fn compile_policy<M: Meters>(
         window_ms,
         burst: config.burst.unwrap_or(limit).max(1),
         counting: config.counting,
+        calendar,
     };
     if let Err(why) = base_params.validate() {
         errors.push(FieldError::new(field(name, "limit"), why.to_string()));
@@ -451,11 +462,6 @@ fn compile_policy<M: Meters>(
     })
 }
 
-/// The name of field `key` of policy `name` in errors (`policies.public.limit`).
-fn field(name: &str, key: &str) -> String {
-    format!("policies.{name}.{key}")
-}
-
 /// `algorithm`: required, one of the six.
 fn compile_algorithm(
     name: &str,
@@ -485,15 +491,6 @@ fn compile_limit(name: &str, config: &PolicyConfig, errors: &mut Vec<FieldError>
         }
         Some(limit) => Some(limit),
     }
-}
-
-/// `window`: required, a duration of at least 1 ms.
-fn compile_window(name: &str, config: &PolicyConfig, errors: &mut Vec<FieldError>) -> Option<u64> {
-    let Some(text) = config.window.as_deref() else {
-        errors.push(FieldError::new(field(name, "window"), "is required"));
-        return None;
-    };
-    fields::window(&field(name, "window"), text, errors)
 }
 
 /// `fail`: open or closed.
@@ -568,6 +565,7 @@ fn compile_tiers(
             window_ms: base.window_ms,
             burst: tier_config.burst.unwrap_or(tier_limit).max(1),
             counting: base.counting,
+            calendar: base.calendar,
         };
         match params.validate() {
             Ok(()) => {
@@ -661,7 +659,10 @@ fn make_limit(policy: &str, params: Params, tier: &str, tier_slot: usize) -> Lim
     // the window the time the policy takes to grant that much: `burst = 2000` refilled at
     // 1000 per 60 s is `q=2000;w=120`, the same rate, and never less than `remaining`.
     let capacity = params.capacity();
-    let window_ms = if params.algorithm.uses_burst() && params.limit > 0 {
+    let window_ms = if let Some(calendar) = params.calendar {
+        // A calendar window's length varies (DST, months): its usual length.
+        calendar.unit.nominal_ms()
+    } else if params.algorithm.uses_burst() && params.limit > 0 {
         u64::try_from(
             u128::from(params.window_ms) * u128::from(capacity) / u128::from(params.limit),
         )

@@ -15,6 +15,8 @@ pub const BUILTIN_TOML: &str = include_str!("../../../examples/sluice.toml");
 
 /// A duration as the compile reads it: an integer and a unit (`50ms`, `60s`, `5m`, `1h`, `1d`).
 const DURATION_PATTERN: &str = "^[0-9]+(ms|s|m|h|d)$";
+/// A policy's window: a duration, or a calendar window (`1w`, `1mo`).
+const WINDOW_PATTERN: &str = "^([0-9]+(ms|s|m|h|d)|1w|1mo)$";
 
 /// The algorithms' names, as `sluice_core::Algorithm` spells them (a test holds the two equal).
 const ALGORITHMS: [&str; 6] = [
@@ -328,9 +330,15 @@ pub struct PolicyConfig {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub limit: Option<u64>,
     /// Required: `<integer><ms|s|m|h|d>`, at least 1 ms; windows are aligned to unix time.
+    /// fixed_window also takes calendar windows: `1w` (from Monday) and `1mo` (from the
+    /// first), and `1d` with `calendar` set, in `calendar`'s zone (UTC by default).
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[schemars(pattern(DURATION_PATTERN))]
+    #[schemars(pattern(WINDOW_PATTERN))]
     pub window: Option<String>,
+    /// fixed_window only: the IANA time zone (e.g. `Asia/Tokyo`) whose midnights bound the
+    /// calendar windows `1d`, `1w` and `1mo`; daylight-saving days are 23 or 25 hours long.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub calendar: Option<String>,
     /// Defaults to `limit`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub burst: Option<u64>,
@@ -374,6 +382,7 @@ impl Default for PolicyConfig {
             algorithm: None,
             limit: None,
             window: None,
+            calendar: None,
             burst: None,
             fail: "open".to_owned(),
             shadow: false,

@@ -56,6 +56,7 @@ mod tests {
             window_ms: 1000,
             burst: 3,
             counting: crate::Counting::Admitted,
+            calendar: None,
         };
         let mut state = State::Fresh;
         let judged = judge(&candidate, &mut state, 0, 5);

@@ -9,7 +9,7 @@
 //! Test data, not the library: compiled with the feature `conformance`, which the crates
 //! that replay the table (sluice-store's tests) enable as a dev-dependency.
 
-use crate::{Algorithm, Decision, Mode, Params, SplitMix, State};
+use crate::{Algorithm, Calendar, CalendarUnit, Decision, Mode, Params, SplitMix, State};
 
 /// Start time of every case: aligned to 10 s so window edges fall on round offsets.
 pub const BASE_MS: u64 = 1_700_000_000_000;
@@ -48,6 +48,7 @@ fn case(
         window_ms,
         burst,
         counting: crate::Counting::Admitted,
+        calendar: None,
     };
     let steps = rows
         .iter()
@@ -116,6 +117,7 @@ pub fn usage_cases() -> Vec<Case> {
         window_ms,
         burst,
         counting: crate::Counting::Admitted,
+        calendar: None,
     };
     const HOUR: u64 = 3_600_000;
     // The end of the hour BASE_MS falls in, as an offset from it.
@@ -178,8 +180,184 @@ fn every_hit(mut case: Case) -> Case {
     case
 }
 
-/// The hand-checked cases, at least one per algorithm.
+/// Every hand-checked case: at least one per algorithm, and the calendar windows.
 pub fn cases() -> Vec<Case> {
+    let mut all = algorithm_cases();
+    all.extend(calendar_cases());
+    all
+}
+
+/// `(UTC time, cost, allowed, remaining, reset as a UTC time, retry_after_ms)`
+type CalendarRow = (&'static str, u64, bool, u64, &'static str, u64);
+
+/// Unix milliseconds of an RFC 3339 time written in this table.
+fn utc_ms(rfc3339: &str) -> u64 {
+    chrono::DateTime::parse_from_rfc3339(rfc3339)
+        .ok()
+        .and_then(|t| u64::try_from(t.timestamp_millis()).ok())
+        .unwrap_or_default()
+}
+
+fn calendar_case(name: &str, limit: u64, calendar: Calendar, rows: &[CalendarRow]) -> Case {
+    let params = Params {
+        algorithm: Algorithm::FixedWindow,
+        limit,
+        window_ms: calendar.unit.longest_ms(),
+        burst: limit,
+        counting: crate::Counting::Admitted,
+        calendar: Some(calendar),
+    };
+    let steps = rows
+        .iter()
+        .map(|&(at, cost, allowed, remaining, reset, retry)| Step {
+            at_ms: utc_ms(at),
+            cost,
+            mode: Mode::Consume,
+            expect: Decision {
+                allowed,
+                limit,
+                remaining,
+                debt: 0,
+                reset_ms: utc_ms(reset),
+                retry_after_ms: retry,
+                delay_ms: 0,
+            },
+        })
+        .collect();
+    Case {
+        name: name.to_owned(),
+        params,
+        steps,
+    }
+}
+
+/// Calendar windows worked out from the zones' rules: a Tokyo month ends at 15:00 UTC on its
+/// last day; a New York day is 23 hours when the clocks go forward and 25 when they go back.
+fn calendar_cases() -> Vec<Case> {
+    let zone = |name: &str| name.parse().unwrap_or(chrono_tz::UTC);
+    let month = Calendar {
+        unit: CalendarUnit::Month,
+        zone: zone("Asia/Tokyo"),
+    };
+    let day = Calendar {
+        unit: CalendarUnit::Day,
+        zone: zone("America/New_York"),
+    };
+    let week = Calendar {
+        unit: CalendarUnit::Week,
+        zone: zone("Europe/Berlin"),
+    };
+    const FEB_END: &str = "2026-02-28T15:00:00Z";
+    vec![
+        calendar_case(
+            "fixed_window 1mo in Asia/Tokyo: February ends at 15:00 UTC on the 28th",
+            3,
+            month,
+            &[
+                ("2026-02-28T14:59:59Z", 1, true, 2, FEB_END, 0),
+                ("2026-02-28T14:59:59Z", 2, true, 0, FEB_END, 0),
+                ("2026-02-28T14:59:59.500Z", 1, false, 0, FEB_END, 500),
+                (
+                    "2026-02-28T15:00:00Z",
+                    1,
+                    true,
+                    2,
+                    "2026-03-31T15:00:00Z",
+                    0,
+                ),
+            ],
+        ),
+        calendar_case(
+            "fixed_window 1d in America/New_York: 23 hours in March, 25 in November",
+            2,
+            day,
+            &[
+                (
+                    "2026-03-08T05:00:00Z",
+                    2,
+                    true,
+                    0,
+                    "2026-03-09T04:00:00Z",
+                    0,
+                ),
+                (
+                    "2026-03-09T03:59:59.999Z",
+                    1,
+                    false,
+                    0,
+                    "2026-03-09T04:00:00Z",
+                    1,
+                ),
+                (
+                    "2026-03-09T04:00:00Z",
+                    1,
+                    true,
+                    1,
+                    "2026-03-10T04:00:00Z",
+                    0,
+                ),
+                (
+                    "2026-11-01T04:00:00Z",
+                    1,
+                    true,
+                    1,
+                    "2026-11-02T05:00:00Z",
+                    0,
+                ),
+                (
+                    "2026-11-02T04:30:00Z",
+                    2,
+                    false,
+                    1,
+                    "2026-11-02T05:00:00Z",
+                    1_800_000,
+                ),
+                (
+                    "2026-11-02T05:00:00Z",
+                    2,
+                    true,
+                    0,
+                    "2026-11-03T05:00:00Z",
+                    0,
+                ),
+            ],
+        ),
+        calendar_case(
+            "fixed_window 1w in Europe/Berlin: weeks from Monday midnight",
+            1,
+            week,
+            &[
+                (
+                    "2026-12-06T22:59:59Z",
+                    1,
+                    true,
+                    0,
+                    "2026-12-06T23:00:00Z",
+                    0,
+                ),
+                (
+                    "2026-12-06T23:00:00Z",
+                    1,
+                    true,
+                    0,
+                    "2026-12-13T23:00:00Z",
+                    0,
+                ),
+                (
+                    "2026-12-13T22:00:00Z",
+                    1,
+                    false,
+                    0,
+                    "2026-12-13T23:00:00Z",
+                    3_600_000,
+                ),
+            ],
+        ),
+    ]
+}
+
+/// The hand-checked cases of each algorithm over windows aligned to unix time.
+fn algorithm_cases() -> Vec<Case> {
     use Algorithm::*;
     let bucket: &[Row] = &[
         (0, 1, true, 2, 500, 0, 0),
@@ -333,6 +511,7 @@ fn generated(seed: u64, steps_per_case: usize, usage: bool) -> Vec<Case> {
                 window_ms,
                 burst,
                 counting,
+                calendar: None,
             };
             let mut state = State::Fresh;
             let mut now = BASE_MS + rng.below(window_ms);

@@ -15,6 +15,7 @@
 //! by the tests that replay it).
 
 mod algorithms;
+pub mod calendar;
 pub mod candidate;
 #[cfg(any(test, feature = "conformance"))]
 pub mod conformance;
@@ -24,6 +25,7 @@ mod params;
 mod splitmix;
 mod state;
 
+pub use calendar::{Calendar, CalendarUnit};
 pub use candidate::{candidate_cost, candidate_decision, judge};
 pub use decision::{CheckError, Decision};
 pub use mode::{MAX_BALANCE, Mode};

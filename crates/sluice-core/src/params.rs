@@ -4,6 +4,8 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+use crate::calendar::Calendar;
+
 /// The largest integer every backend represents exactly (a Lua number is an IEEE double).
 pub const MAX_EXACT: u64 = 1 << 53;
 
@@ -92,6 +94,9 @@ pub struct Params {
     pub window_ms: u64,
     pub burst: u64,
     pub counting: Counting,
+    /// fixed_window only: windows of a calendar (a day, week or month of a time zone) rather
+    /// than `window_ms` aligned to unix time; `window_ms` is then the longest such window.
+    pub calendar: Option<Calendar>,
 }
 
 /// Why a set of parameters is refused.
@@ -109,6 +114,8 @@ pub enum ParamsError {
     TooLarge { value: u64, window_ms: u64 },
     #[error("only fixed_window can count every hit")]
     EveryHitNeedsFixedWindow,
+    #[error("calendar windows (1d, 1w, 1mo in a time zone) are only for fixed_window")]
+    CalendarNeedsFixedWindow,
     #[error(
         "sliding_window_log keeps one entry per request, so its limit is at most {MAX_LOG_LIMIT}; use sliding_window_counter for larger limits"
     )]
@@ -129,6 +136,7 @@ impl Params {
             window_ms,
             burst,
             counting: Counting::Admitted,
+            calendar: None,
         };
         params.validate()?;
         Ok(params)
@@ -146,13 +154,14 @@ impl Params {
             return Err(ParamsError::ZeroBurst);
         }
         let value = self.limit.max(self.burst);
-        // Counting every hit multiplies no count by a window: its count and window edges stay
-        // exact as long as each is (a limit of billions per year is a valid envoyproxy one).
-        let exact = match self.counting {
-            Counting::Admitted => value
+        // A fixed window multiplies no count by a window: its count and window edges stay
+        // exact as long as each is (tens of millions a month, billions a year are valid).
+        let exact = if self.algorithm == Algorithm::FixedWindow {
+            value < MAX_EXACT && self.window_ms < MAX_EXACT
+        } else {
+            value
                 .checked_mul(self.window_ms)
-                .is_some_and(|product| product < MAX_EXACT),
-            Counting::EveryHit => value < MAX_EXACT && self.window_ms < MAX_EXACT,
+                .is_some_and(|product| product < MAX_EXACT)
         };
         if !exact {
             return Err(ParamsError::TooLarge {
@@ -165,6 +174,9 @@ impl Params {
         }
         if self.counting == Counting::EveryHit && self.algorithm != Algorithm::FixedWindow {
             return Err(ParamsError::EveryHitNeedsFixedWindow);
+        }
+        if self.calendar.is_some() && self.algorithm != Algorithm::FixedWindow {
+            return Err(ParamsError::CalendarNeedsFixedWindow);
         }
         Ok(())
     }

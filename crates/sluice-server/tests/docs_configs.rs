@@ -84,3 +84,39 @@ fn a_usage_policy_without_a_debt_rule_is_refused_naming_why() {
         );
     }
 }
+
+#[test]
+fn bad_calendar_windows_are_refused_naming_each_field_at_once() {
+    let out = check_config(
+        "[policies.zone]\nalgorithm = \"fixed_window\"\nlimit = 10\nwindow = \"1mo\"\ncalendar = \"Mars/Olympus\"\n\
+         [policies.length]\nalgorithm = \"fixed_window\"\nlimit = 10\nwindow = \"5m\"\ncalendar = \"UTC\"\n\
+         [policies.bucket]\nalgorithm = \"token_bucket\"\nlimit = 10\nwindow = \"1w\"\n",
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    for (field, why) in [
+        (
+            "policies.zone.calendar",
+            "unknown time zone \"Mars/Olympus\"",
+        ),
+        (
+            "policies.length.calendar",
+            "a calendar window is 1d, 1w or 1mo",
+        ),
+        ("policies.bucket.window", "only for fixed_window"),
+    ] {
+        assert!(
+            stderr.lines().any(|l| l.contains(field) && l.contains(why)),
+            "{field}: {why}\n{stderr}"
+        );
+    }
+    let good = check_config(
+        "[policies.monthly]\nalgorithm = \"fixed_window\"\nlimit = 50000000\nwindow = \"1mo\"\ncalendar = \"Asia/Tokyo\"\nusage = true\n",
+    );
+    assert_eq!(
+        good.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&good.stderr)
+    );
+}

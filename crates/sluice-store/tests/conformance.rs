@@ -75,6 +75,7 @@ async fn the_replicated_store_answers_the_conformance_table() {
     all.retain(|case| {
         sluice_store::replicated::unreplicable(case.params.algorithm).is_none()
             && case.params.counting == sluice_core::Counting::Admitted
+            && case.params.calendar.is_none()
             && !case.steps.is_empty()
     });
     assert!(all.len() > 10, "{} window counter cases", all.len());
@@ -115,6 +116,7 @@ async fn batches_match_the_reference_on_every_backend() {
     // Every algorithm, and fixed_window counting every hit (whose denials cancel nothing).
     let every_hit = Params {
         counting: Counting::EveryHit,
+        calendar: None,
         ..Params::new(Algorithm::FixedWindow, 4, 1000, 4).unwrap()
     };
     let policies: Vec<(&str, Params)> = Algorithm::ALL

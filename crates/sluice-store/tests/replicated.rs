@@ -70,6 +70,7 @@ fn check(policy: &str, key: &'static str, limit: u64, cost: u64) -> Check<'stati
             window_ms: WINDOW,
             burst: limit,
             counting: sluice_core::Counting::Admitted,
+            calendar: None,
         },
         cost,
     )

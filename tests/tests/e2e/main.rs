@@ -8,6 +8,7 @@ mod backends;
 mod batch;
 mod boundary;
 mod caddy;
+mod calendar;
 mod candidate;
 mod candidate_admin;
 mod envoy;

@@ -73,6 +73,7 @@ fn policy(requests_per_unit: u32, unit: Unit, multiplier: u32, shadow: bool) -> 
         shadow,
         lease: "off".to_owned(),
         counting: Counting::EveryHit,
+        calendar: None,
         ..PolicyConfig::default()
     }
 }

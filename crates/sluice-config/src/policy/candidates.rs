@@ -4,14 +4,9 @@
 
 use sluice_core::{Algorithm, Params};
 
-use super::fields;
+use super::fields::{self, field};
 use crate::FieldError;
 use crate::schema::{CandidateConfig, PolicyConfig};
-
-/// The name of field `key` of policy `name` in errors (`policies.public.candidate.limit`).
-fn field(name: &str, key: &str) -> String {
-    format!("policies.{name}.{key}")
-}
 
 /// The candidates of one policy, compiled: tier `none`'s and each named tier's.
 #[derive(Debug, Default)]
@@ -160,6 +155,7 @@ fn candidate_params(
         window_ms,
         burst: burst.unwrap_or(limit),
         counting: sluice_core::Counting::Admitted,
+        calendar: None,
     };
     match params.validate() {
         Ok(()) => Some(params),

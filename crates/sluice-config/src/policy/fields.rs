@@ -2,8 +2,13 @@
 
 use sluice_core::Algorithm;
 
-use crate::FieldError;
+use crate::error::FieldError;
 use crate::parse::parse_duration_ms;
+
+/// The name of field `key` of policy `name` in errors (`policies.public.limit`).
+pub(super) fn field(name: &str, key: &str) -> String {
+    format!("policies.{name}.{key}")
+}
 
 /// The algorithm named `text`, or the error at field `at`.
 pub(super) fn algorithm(at: &str, text: &str, errors: &mut Vec<FieldError>) -> Option<Algorithm> {

@@ -13,6 +13,18 @@ use crate::mode::Plan;
 use crate::{Algorithm, Decision, Mode, Params, State};
 
 pub(crate) fn decide(params: &Params, state: &mut State, now: u64, plan: Plan) -> Decision {
+    if let Some(calendar) = params.calendar {
+        // The calendar window holding `now`, as window `index` of a uniform frame.
+        let frame = calendar.frame(now);
+        let uniform = Params {
+            window_ms: frame.window_ms(),
+            calendar: None,
+            ..*params
+        };
+        let mut decision = decide(&uniform, state, frame.to_uniform(now), plan);
+        decision.reset_ms = frame.to_real(decision.reset_ms);
+        return decision;
+    }
     if matches!(state, State::Fresh) {
         *state = initial(params, now);
     }
@@ -53,13 +65,11 @@ pub(crate) fn expires_at(params: &Params, state: &State) -> u64 {
     let w = params.window_ms;
     match state {
         State::Fresh => 0,
-        State::FixedWindow { window, count } => {
-            if *count == 0 {
-                0
-            } else {
-                window.saturating_add(1).saturating_mul(w)
-            }
-        }
+        State::FixedWindow { window, count } => match (*count, params.calendar) {
+            (0, _) => 0,
+            (_, Some(calendar)) => calendar.frame_of(*window).end_ms,
+            _ => window.saturating_add(1).saturating_mul(w),
+        },
         State::SlidingWindowCounter {
             window,
             current,

@@ -130,6 +130,7 @@ mod tests {
         let store = MemoryStore::default();
         let p = sluice_core::Params {
             counting: sluice_core::Counting::EveryHit,
+            calendar: None,
             ..fixed(3, 1000)
         };
         store.check(&check("full", p, 3), T0).await.unwrap();

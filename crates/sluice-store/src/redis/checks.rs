@@ -18,7 +18,7 @@ use super::keys;
 use super::lanes::{CheckCall, Entry};
 use super::runner::ScriptRunner;
 use super::script_store::ScriptStore;
-use super::scripts::{ScriptId, algorithm_code};
+use super::scripts::{ScriptId, Wire};
 use crate::error::StoreError;
 use crate::store::{Capabilities, Check, Decided, Store, StoreKind, Unspent, candidate_mode};
 
@@ -114,10 +114,13 @@ fn candidate_entry(
     })
 }
 
-fn push_params(args: &mut Vec<String>, params: &Params, cost: u64) {
-    args.push(params.limit.to_string());
-    args.push(params.window_ms.to_string());
-    args.push(params.burst.to_string());
+/// A limit's code, parameters and `cost` as a batch or refund call's arguments at `now_ms`.
+fn push_params(args: &mut Vec<String>, params: &Params, cost: u64, now_ms: u64) {
+    let wire = Wire::of(params, now_ms);
+    args.push(wire.code.to_string());
+    args.push(wire.limit.to_string());
+    args.push(wire.window_ms.to_string());
+    args.push(wire.burst.to_string());
     args.push(cost.to_string());
 }
 
@@ -210,8 +213,7 @@ fn batch_call<'c>(
     args.push(ttl_grace_ms.to_string());
     for (check, check_keys, token) in items {
         keys.extend_from_slice(check_keys);
-        args.push(algorithm_code(&check.params).to_string());
-        push_params(&mut args, &check.params, check.cost);
+        push_params(&mut args, &check.params, check.cost, now_ms);
         args.push(match token {
             Some(token) => token.to_string(),
             None => check.mode.code().to_string(),
@@ -244,8 +246,7 @@ async fn batch<C: ScriptRunner + ?Sized>(
     args.push(judged.len().to_string());
     for (_, _, entry) in &judged {
         call_keys.extend_from_slice(&entry.keys);
-        args.push(algorithm_code(&entry.params).to_string());
-        push_params(&mut args, &entry.params, entry.cost);
+        push_params(&mut args, &entry.params, entry.cost, now_ms);
         args.push(entry.mode.code().to_string());
     }
     let answer = store.eval(ScriptId::Batch, call_keys, args).await?;

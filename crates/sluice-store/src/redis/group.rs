@@ -207,10 +207,13 @@ async fn group_call<'c, C: ScriptRunner + ?Sized>(
 /// slot.
 async fn alone<C: ScriptRunner + ?Sized>(store: &ScriptStore<C>, call: CheckCall) -> Answer {
     store.groups().observe(store.client().kind(), 1);
-    if call.candidate.is_some() {
+    // A candidate goes with its check in one call, and a calendar window needs the frame the
+    // group script takes: both through the group script on the check's slot.
+    if call.candidate.is_some() || call.check.params.calendar.is_some() {
         let slot = call.key().map_or(0, |key| store.client().slot(key));
         let answers = group_call(store, Lane::Slot(slot), std::iter::once(&call)).await?;
         return match answers[..] {
+            [GroupAnswer::Decided(decision)] => Ok(Decided::of(decision, None)),
             [
                 GroupAnswer::Decided(decision),
                 GroupAnswer::Decided(candidate),

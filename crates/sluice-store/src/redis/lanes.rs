@@ -18,7 +18,7 @@ use sluice_core::{Mode, Params};
 use tokio::sync::oneshot;
 
 use super::runner::Lane;
-use super::scripts::algorithm_code;
+use super::scripts::Wire;
 use crate::error::StoreError;
 use crate::store::{BatchObserver, Decided, GroupCommit, StoreKind};
 
@@ -46,19 +46,19 @@ impl Entry {
     /// Lua numbers require anyway). Redis parses no digits for them: one argument per group
     /// instead of six per check, each a `strtod` in Lua, was a fifth of Redis's work.
     fn put_params(&self, now_ms: u64, blob: &mut Vec<u8>) {
-        let p = &self.params;
+        let wire = Wire::of(&self.params, now_ms);
+        // u64 → f64 rounds only above 2^53, where no limit, time, window or origin lies.
+        #[allow(clippy::cast_precision_loss)]
         for value in [
-            algorithm_code(p),
-            now_ms,
-            p.limit,
-            p.window_ms,
-            p.burst,
-            self.cost,
-            u64::from(self.mode.code()),
+            wire.code as f64,
+            now_ms as f64,
+            wire.limit as f64,
+            wire.window_ms as f64,
+            wire.burst as f64,
+            self.cost as f64,
+            f64::from(self.mode.code()),
         ] {
-            // u64 → f64 rounds only above 2^53, where no limit, time or window lies.
-            #[allow(clippy::cast_precision_loss)]
-            blob.extend_from_slice(&(value as f64).to_le_bytes());
+            blob.extend_from_slice(&value.to_le_bytes());
         }
     }
 

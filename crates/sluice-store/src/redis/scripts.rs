@@ -188,9 +188,50 @@ impl Scripts {
     }
 }
 
-/// The code of a limit's algorithm in the batch, group and refund scripts' dispatch tables
-/// (`algorithms.lua`): fixed_window counting every hit has a code of its own.
-pub(crate) fn algorithm_code(params: &Params) -> u64 {
+/// A limit's parameters as the batch, group and refund scripts take them at `now_ms`: its
+/// code in their dispatch tables (`algorithms.lua`), limit, window and burst. A calendar
+/// window (code 7) is sent as the uniform frame of the window holding `now_ms`: its length as
+/// the window and its origin in burst's place, which fixed_window ignores (see
+/// `sluice_core::calendar`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Wire {
+    pub code: u64,
+    pub limit: u64,
+    pub window_ms: u64,
+    pub burst: i64,
+}
+
+impl Wire {
+    pub(crate) fn of(params: &Params, now_ms: u64) -> Wire {
+        let burst = i64::try_from(params.burst).unwrap_or(i64::MAX);
+        let plain = Wire {
+            code: algorithm_code(params),
+            limit: params.limit,
+            window_ms: params.window_ms,
+            burst,
+        };
+        match params.calendar {
+            Some(calendar) => {
+                let frame = calendar.frame(now_ms);
+                Wire {
+                    code: CALENDAR_CODE,
+                    window_ms: frame.window_ms(),
+                    burst: frame.origin_ms(),
+                    ..plain
+                }
+            }
+            None => plain,
+        }
+    }
+}
+
+/// The code of fixed_window over calendar windows.
+const CALENDAR_CODE: u64 = 7;
+
+/// The code of a limit's algorithm in the scripts' dispatch tables (`algorithms.lua`):
+/// fixed_window counting every hit has a code of its own, and so do calendar windows
+/// ([`Wire`]).
+fn algorithm_code(params: &Params) -> u64 {
     match params.algorithm {
         Algorithm::FixedWindow if params.counting == Counting::EveryHit => 6,
         Algorithm::FixedWindow => 0,

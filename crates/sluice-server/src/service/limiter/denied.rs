@@ -135,6 +135,7 @@ mod tests {
         window_ms: 1_000,
         burst: 10,
         counting: sluice_core::Counting::Admitted,
+        calendar: None,
     };
 
     fn denied(retry_after_ms: u64) -> Decision {

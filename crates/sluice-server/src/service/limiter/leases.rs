@@ -112,10 +112,12 @@ fn block_window(params: &Params, decision: &Decision, now_ms: u64) -> (u64, u64)
 /// limit, with a limit that allows blocks of at least 2 units (so the many small per-user
 /// limits keep no lease state at all).
 pub fn leased(params: &Params) -> bool {
+    // A calendar window's edges are not the uniform ones a block's expiry is computed from.
     matches!(
         params.algorithm,
         Algorithm::FixedWindow | Algorithm::SlidingWindowCounter
-    ) && params.limit / (10 * FLEET) >= 2
+    ) && params.calendar.is_none()
+        && params.limit / (10 * FLEET) >= 2
 }
 
 /// The block to take: see the module doc.
@@ -265,6 +267,7 @@ mod tests {
             window_ms: 1_000,
             burst: limit,
             counting: sluice_core::Counting::Admitted,
+            calendar: None,
         }
     }
 

@@ -77,3 +77,18 @@ local function fixed_window_refund(k, now, limit, w, burst, cost, token)
   store(key, raw, true, fixed_window_expires(s[1], s[2], w), before, now, s[1], s[2])
 end
 
+
+-- fixed_window over calendar windows (code 7): the daemon sends the window holding `now` as
+-- window `index` of a uniform frame (sluice-core calendar.rs): its length as `w` and, in
+-- burst's place, the `origin` subtracted from real times to land in that frame. The
+-- arithmetic is fixed_window's; the resets it answers are mapped back to real times.
+local function calendar_window(k, now, limit, w, origin, cost, every_hit, mode)
+  local allowed, remaining, reset, retry, delay, peek_remaining, peek_reset, index =
+    fixed_window(k, now - origin, limit, w, 0, cost, false, mode)
+  return allowed, remaining, reset + origin, retry, delay, peek_remaining,
+    peek_reset + origin, index
+end
+
+local function calendar_window_refund(k, now, limit, w, origin, cost, token)
+  fixed_window_refund(k, now - origin, limit, w, 0, cost, token)
+end
