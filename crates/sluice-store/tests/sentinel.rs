@@ -1,8 +1,8 @@
 //! `backend.kind = "sentinel"` on real processes: a master, a replica and three
 //! `redis-sentinel`s (quorum 2, `down-after-milliseconds` 1 s). Checks are exact through
-//! Sentinel; a failover (`SENTINEL FAILOVER`, the master SIGKILLed) is followed without a new
-//! store, checks resume within the failover time plus 2 s, and a count the replica had
-//! received survives exactly; the first sentinel down at start is passed over; a wrong master
+//! Sentinel; a failover (`SENTINEL FAILOVER`, the master SIGKILLed or SIGSTOPped) is followed
+//! without a new store, checks resume within the failover time plus 2 s, no check reaches the
+//! old master after it, and a count the replica had received survives exactly; the first sentinel down at start is passed over; a wrong master
 //! name is a clear error; the master's password never shows.
 
 #![allow(clippy::unwrap_used)] // tests unwrap, helpers included
@@ -204,6 +204,8 @@ impl Load {
 enum Failover {
     Command,
     KillMaster,
+    /// SIGSTOP: the old master hangs (its connections stay open) and comes back, demoted.
+    PauseMaster,
 }
 
 /// A failover under load on one store: checks resume within `RESUME_WITHIN` of the
@@ -228,6 +230,7 @@ async fn follows(failover: Failover) {
     match failover {
         Failover::Command => group.failover(),
         Failover::KillMaster => group.kill_server(old),
+        Failover::PauseMaster => group.pause_server(old),
     }
     let (new, moved_at) = group.wait_master_moved(old, Duration::from_secs(30));
     // Run on past the switch long enough to see the checks resume.
@@ -257,9 +260,10 @@ async fn follows(failover: Failover) {
     let last_failure = failures.last().map(|(at, _)| *at);
     let resumed_after =
         last_failure.map_or(Duration::ZERO, |at| at.saturating_duration_since(moved_at));
+    let outage = last_failure.map_or(Duration::ZERO, |at| at.saturating_duration_since(started));
     println!(
         "{failover:?}: sentinels switched {old} -> {new} after {failover_took:?}; {} answers, {} failed; \
-         checks resumed {resumed_after:?} after the switch",
+         the last failure {outage:?} after the failover began, {resumed_after:?} after the switch",
         answers.len(),
         failures.len()
     );
@@ -274,8 +278,11 @@ async fn follows(failover: Failover) {
     assert_eq!(store.master_address(), Some(format!("127.0.0.1:{new}")));
 
     // The same store, no restart: the old master (if alive, now a replica) answers no check.
+    if let Failover::PauseMaster = failover {
+        group.resume_server(old);
+    }
     let old_calls = match failover {
-        Failover::Command => Some(common::evalsha_calls(
+        Failover::Command | Failover::PauseMaster => Some(common::evalsha_calls(
             &group.server_cli(old, &["INFO", "commandstats"]),
         )),
         Failover::KillMaster => None,
@@ -301,6 +308,11 @@ async fn follows_sentinel_failover_without_a_restart() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn follows_a_killed_master_without_a_restart() {
     follows(Failover::KillMaster).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn follows_a_hung_master_without_a_restart() {
+    follows(Failover::PauseMaster).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
