@@ -1,13 +1,17 @@
-//! "Where is the master now": the sentinels asked in turn (`SENTINEL
-//! GET-MASTER-ADDR-BY-NAME`), the server they name checked to be a master (`ROLE`), and a
-//! connection to it opened with the master's credentials, as the single-server client's.
+//! "Where is the master now": every sentinel asked at once (`SENTINEL MASTER <name>`: the
+//! address and the epoch of the configuration it knows), the server of the newest one
+//! checked to be a master (`ROLE`), and a connection to it opened with the master's
+//! credentials, as the single-server client's.
 //!
 //! Written over the `redis` crate's commands rather than its `redis::sentinel` module, which
 //! does not fit: it takes either one password for every sentinel or no certificates of its
 //! own for the master (sluice has a sentinel's password in each URL and one CA for both), and
-//! it bounds no step (a hung sentinel would hold the lookup). Here every step is bounded by
-//! `connect_timeout`, and a sentinel that is down or does not know the name is passed over.
+//! it bounds no step (a hung sentinel would hold the lookup) and takes the first sentinel's
+//! word (a sentinel that missed a failover names the old master). Here every step is bounded
+//! by `connect_timeout`, a sentinel that is down or does not know the name is passed over,
+//! and the newest configuration wins.
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use ::redis::aio::ConnectionManager;
@@ -103,36 +107,46 @@ impl Locator {
         self.connect_timeout
     }
 
-    /// Asks the sentinels in their order until one names a server that is a master; `current`
-    /// is the `host:port` connected to already (kept when named again); a sentinel naming
-    /// `stale` (a master being failed over, whose replica is in use already) has not seen the
-    /// failover yet and is passed over. The error says what each sentinel answered (no
-    /// credentials).
+    /// Asks every sentinel at once (each within `connect_timeout`) and tries the masters they
+    /// name, the newest configuration first (the highest `config-epoch`: a sentinel that has
+    /// not heard of a failover yet names the old master with an older epoch), until one
+    /// answers `ROLE` as a master. `current` is the `host:port` connected to already (kept
+    /// when named first); a sentinel naming `stale` (a master being failed over, whose replica
+    /// is in use already) has not seen the failover end and is passed over. The error says
+    /// what each sentinel answered (no credentials).
     pub(crate) async fn locate(
         &self,
         current: Option<&str>,
         stale: Option<&str>,
     ) -> Result<Located, String> {
+        let asked = futures::future::join_all(self.links.iter().map(|link| self.ask(link))).await;
         let mut answers = Vec::with_capacity(self.links.len());
+        let mut named = Vec::with_capacity(self.links.len());
         let (mut unknown, mut unreachable) = (0, 0);
-        for link in &self.links {
-            let (host, port) = match self.ask(link).await {
-                Ok(Some(address)) => address,
+        for (link, answer) in self.links.iter().zip(asked) {
+            match answer {
+                Ok(Some((at, epoch))) => named.push((epoch, at, link)),
                 Ok(None) => {
                     unknown += 1;
                     answers.push(format!(
                         "{}: no master named {:?}",
                         link.address, self.master
                     ));
-                    continue;
                 }
                 Err(why) => {
                     unreachable += 1;
                     answers.push(format!("{}: {why}", link.address));
-                    continue;
                 }
-            };
-            let at = host_port(&host, port);
+            }
+        }
+        // Newest epoch first; among equals, the configured order.
+        named.sort_by(|a, b| b.0.cmp(&a.0));
+        let mut tried: Vec<&str> = Vec::new();
+        for (_, at, link) in &named {
+            if tried.contains(&at.as_str()) {
+                continue;
+            }
+            tried.push(at);
             if current == Some(at.as_str()) {
                 return Ok(Located::Same);
             }
@@ -140,8 +154,13 @@ impl Locator {
                 answers.push(format!("{} still names {at}", link.address));
                 continue;
             }
-            match self.connect(&at).await {
-                Ok(single) => return Ok(Located::Moved { at, single }),
+            match self.connect(at).await {
+                Ok(single) => {
+                    return Ok(Located::Moved {
+                        at: at.clone(),
+                        single,
+                    });
+                }
                 Err(why) => answers.push(format!("{} named {at}, which {why}", link.address)),
             }
         }
@@ -163,20 +182,36 @@ impl Locator {
         )
     }
 
-    /// The master's address `link` gives, `None` when it knows no master of that name.
-    async fn ask(&self, link: &Link) -> Result<Option<(String, u16)>, String> {
+    /// The master `link` names (`host:port`) and the epoch of its configuration; `None` when
+    /// it monitors no master of that name.
+    async fn ask(&self, link: &Link) -> Result<Option<(String, u64)>, String> {
         let mut conn = link.manager.clone();
         let mut ask = ::redis::cmd("SENTINEL");
-        ask.arg("GET-MASTER-ADDR-BY-NAME").arg(&self.master);
-        match tokio::time::timeout(
+        ask.arg("MASTER").arg(&self.master);
+        let answer = match tokio::time::timeout(
             self.connect_timeout,
-            ask.query_async::<Option<(String, u16)>>(&mut conn),
+            ask.query_async::<HashMap<String, String>>(&mut conn),
         )
         .await
         {
-            Ok(Ok(answer)) => Ok(answer),
-            Ok(Err(e)) => Err(why(&e, &link.address, self.tls.is_some())),
-            Err(_) => Err(format!("no answer within {:?}", self.connect_timeout)),
+            Ok(Ok(answer)) => answer,
+            // `ERR No such master with that name`.
+            Ok(Err(e)) if e.to_string().contains("No such master") => return Ok(None),
+            Ok(Err(e)) => return Err(why(&e, &link.address, self.tls.is_some())),
+            Err(_) => return Err(format!("no answer within {:?}", self.connect_timeout)),
+        };
+        let field = |name: &str| answer.get(name).map(String::as_str);
+        match (
+            field("ip"),
+            field("port").and_then(|p| p.parse::<u16>().ok()),
+        ) {
+            (Some(ip), Some(port)) => {
+                let epoch = field("config-epoch")
+                    .and_then(|e| e.parse().ok())
+                    .unwrap_or(0);
+                Ok(Some((host_port(ip, port), epoch)))
+            }
+            _ => Err("answered SENTINEL MASTER without an address".into()),
         }
     }
 
