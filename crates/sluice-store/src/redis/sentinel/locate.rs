@@ -140,7 +140,7 @@ impl Locator {
             }
         }
         // Newest epoch first; among equals, the configured order.
-        named.sort_by(|a, b| b.0.cmp(&a.0));
+        named.sort_by_key(|(epoch, _, _)| std::cmp::Reverse(*epoch));
         let mut tried: Vec<&str> = Vec::new();
         for (_, at, link) in &named {
             if tried.contains(&at.as_str()) {
