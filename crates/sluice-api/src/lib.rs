@@ -285,6 +285,9 @@ pub struct PolicyView {
     /// `window_ms` is then the longest such window.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub calendar: Option<String>,
+    /// Stacked limits (`limits = [...]`), the first being `limit`/`window`; absent for one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub limits: Vec<ParamsView>,
 }
 
 fn local_scope() -> String {

@@ -17,16 +17,25 @@ use sluice_core::{Algorithm, Params};
 
 use crate::backend::replication::Replication;
 use crate::error::FieldError;
-use crate::parse::{format_duration_ms, is_valid_name, parse_duration_ms};
+use crate::parse::{format_duration_ms, is_valid_name};
 use crate::schema::PolicyConfig;
 
 mod candidates;
 mod fields;
+mod header;
+mod scope;
+mod stack;
 mod usage;
 mod window;
 
 use self::candidates::{Candidates, compile_candidates};
 use self::fields::field;
+use self::header::policy_header;
+pub use self::header::window_secs;
+use self::scope::compile_scope;
+pub use self::scope::{DEFAULT_OVERSHOOT_BUDGET, DEFAULT_SYNC_INTERVAL_MS, Scope};
+pub use self::stack::{MAX_STACKED, Stacked};
+use self::stack::{check_stack_fits, compile_stack};
 use self::usage::check_usage;
 use self::window::compile_window;
 
@@ -69,32 +78,6 @@ impl FailMode {
     }
 }
 
-/// Where a policy's counters live.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Scope {
-    /// This region's backend only.
-    Local,
-    /// The one global backend: exact across regions, pays the round trip.
-    Global,
-    /// This region's backend, consumption shipped to every peer region.
-    Replicated,
-}
-
-impl Scope {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Scope::Local => "local",
-            Scope::Global => "global",
-            Scope::Replicated => "replicated",
-        }
-    }
-}
-
-/// Default `sync_interval` of a replicated policy.
-pub const DEFAULT_SYNC_INTERVAL_MS: u64 = 100;
-/// Default `overshoot_budget` of a replicated policy.
-pub const DEFAULT_OVERSHOOT_BUDGET: f64 = 0.05;
-
 /// The parameters of one (policy, tier) and what they always put in headers.
 #[derive(Debug, Clone)]
 pub struct Limit {
@@ -110,6 +93,18 @@ pub struct Limit {
     /// The candidate limit judged beside this one (`[policies.NAME.candidate]`, or set at run
     /// time), never enforced.
     pub candidate: Option<Params>,
+    /// Stacked limits (`limits = [...]`), the first being `params`; empty for one limit.
+    pub stacked: Vec<Stacked>,
+}
+
+impl Limit {
+    /// Of a stacked policy, the limit whose capacity is `capacity` (the one a decision says
+    /// answered it; the first such when two share one); `None` for a single limit.
+    pub fn answering(&self, capacity: u64) -> Option<&Stacked> {
+        self.stacked
+            .iter()
+            .find(|s| s.params.capacity() == capacity)
+    }
 }
 
 /// The tier slot of a check naming no tier, and of one naming a tier the policy does not have.
@@ -327,6 +322,12 @@ impl<M> PolicySet<M> {
                     scope: policy.scope.as_str().to_owned(),
                     candidate: policy.base.candidate.as_ref().map(params_view),
                     calendar: base.calendar.map(|c| c.zone.name().to_owned()),
+                    limits: policy
+                        .base
+                        .stacked
+                        .iter()
+                        .map(|s| params_view(&s.params))
+                        .collect(),
                 };
                 (policy.name.to_string(), view)
             })
@@ -358,6 +359,9 @@ fn compile_policy<M: Meters>(
             "a policy name is 1 to 64 of A-Z a-z 0-9 _ . -",
         ));
     }
+    // A stacked policy is compiled as one of its first limit, its stack beside.
+    let single = stack::as_single(name, config, errors);
+    let config = single.as_ref().unwrap_or(config);
     let algorithm = compile_algorithm(name, config, errors);
     let limit = compile_limit(name, config, errors);
     let (window_ms, calendar) = compile_window(name, config, algorithm, errors);
@@ -370,6 +374,7 @@ fn compile_policy<M: Meters>(
     let fail = compile_fail(name, config, errors);
     check_labels(name, config, errors);
     let (scope, replication) = compile_scope(name, config, errors);
+    check_stack_fits(name, config, scope == Scope::Replicated, errors);
     if calendar.is_some() && scope == Scope::Replicated {
         errors.push(FieldError::new(
             field(name, "scope"),
@@ -406,10 +411,24 @@ fn compile_policy<M: Meters>(
         Some(candidate) => compile_candidates(name, config, candidate, &base_params, errors),
         None => Candidates::default(),
     };
-    let mut base = make_limit(name, base_params, NO_TIER, NO_TIER_SLOT);
+    let mut stacked = match &config.limits {
+        Some(limits) => compile_stack(
+            name,
+            &field(name, "limits"),
+            limits,
+            config,
+            &base_params,
+            errors,
+        ),
+        None => Vec::new(),
+    };
+    if stacked.len() < 2 {
+        stacked.clear();
+    }
+    let mut base = make_limit(name, base_params, stacked.clone(), NO_TIER, NO_TIER_SLOT);
     base.candidate = candidates.base;
     let base = Arc::new(base);
-    let mut tiers = compile_tiers(name, config, &base_params, errors);
+    let mut tiers = compile_tiers(name, config, &base_params, &stacked, errors);
     for (tier, params) in candidates.tiers {
         if let Some(limit) = tiers.get_mut(tier.as_str()) {
             Arc::make_mut(limit).candidate = Some(params);
@@ -549,141 +568,84 @@ fn check_labels(name: &str, config: &PolicyConfig, errors: &mut Vec<FieldError>)
 }
 
 /// Each tier's limit: the policy's algorithm and window with the tier's limit and burst
-/// (defaults: the policy's limit, and the tier's own limit), in its metric slot.
+/// (defaults: the policy's limit, and the tier's own limit), or the tier's own stacked
+/// `limits` (a tier giving neither takes the policy's), in its metric slot.
 fn compile_tiers(
     name: &str,
     config: &PolicyConfig,
     base: &Params,
+    base_stack: &[Stacked],
     errors: &mut Vec<FieldError>,
 ) -> Names<Arc<Limit>> {
     let mut tiers = Names::with_capacity_and_hasher(config.tiers.len(), RandomState::new());
     for (at, (tier, tier_config)) in config.tiers.iter().enumerate() {
-        let tier_limit = tier_config.limit.unwrap_or(base.limit).max(1);
-        let params = Params {
-            algorithm: base.algorithm,
-            limit: tier_limit,
-            window_ms: base.window_ms,
-            burst: tier_config.burst.unwrap_or(tier_limit).max(1),
-            counting: base.counting,
-            calendar: base.calendar,
-        };
-        match params.validate() {
-            Ok(()) => {
-                let slot = OTHER_TIER_SLOT + 1 + at;
-                tiers.insert(
-                    tier.as_str().into(),
-                    Arc::new(make_limit(name, params, tier, slot)),
-                );
+        let slot = OTHER_TIER_SLOT + 1 + at;
+        let single = tier_config.limit.is_some() || tier_config.burst.is_some();
+        let (params, stacked) = match &tier_config.limits {
+            Some(limits) => {
+                let here = field(name, &format!("tiers.{tier}.limits"));
+                if single {
+                    errors.push(FieldError::new(
+                        &here,
+                        "`limits` replaces limit and burst: give one or the other",
+                    ));
+                }
+                let mut stacked = compile_stack(name, &here, limits, config, base, errors);
+                let Some(first) = stacked.first().map(|s| s.params) else {
+                    continue;
+                };
+                if stacked.len() < 2 {
+                    stacked.clear();
+                }
+                (first, stacked)
             }
-            Err(why) => errors.push(FieldError::new(
-                field(name, &format!("tiers.{tier}.limit")),
-                why.to_string(),
-            )),
-        }
+            None if !base_stack.is_empty() && single => {
+                errors.push(FieldError::new(
+                    field(name, &format!("tiers.{tier}.limit")),
+                    "the policy stacks `limits`: a tier gives its own `limits` (or nothing, to take the policy's)",
+                ));
+                continue;
+            }
+            None if !base_stack.is_empty() => (*base, base_stack.to_vec()),
+            None => {
+                let tier_limit = tier_config.limit.unwrap_or(base.limit).max(1);
+                let params = Params {
+                    limit: tier_limit,
+                    burst: tier_config.burst.unwrap_or(tier_limit).max(1),
+                    ..*base
+                };
+                if let Err(why) = params.validate() {
+                    errors.push(FieldError::new(
+                        field(name, &format!("tiers.{tier}.limit")),
+                        why.to_string(),
+                    ));
+                    continue;
+                }
+                (params, Vec::new())
+            }
+        };
+        tiers.insert(
+            tier.as_str().into(),
+            Arc::new(make_limit(name, params, stacked, tier, slot)),
+        );
     }
     tiers
 }
 
-/// `scope`, `sync_interval` and `overshoot_budget` on their own; how they fit `[region]` and
-/// the policy's rate is checked with `[region]` by the config compile.
-fn compile_scope(
-    name: &str,
-    config: &PolicyConfig,
-    errors: &mut Vec<FieldError>,
-) -> (Scope, Option<Replication>) {
-    let field = |key: &str| format!("policies.{name}.{key}");
-    let scope = match config.scope.as_str() {
-        "local" => Scope::Local,
-        "global" => Scope::Global,
-        "replicated" => Scope::Replicated,
-        other => {
-            errors.push(FieldError::new(
-                field("scope"),
-                format!("unknown scope {other:?}; expected local, global or replicated"),
-            ));
-            Scope::Local
-        }
-    };
-    if scope != Scope::Replicated {
-        for (key, set) in [
-            ("sync_interval", config.sync_interval.is_some()),
-            ("overshoot_budget", config.overshoot_budget.is_some()),
-        ] {
-            if set {
-                errors.push(FieldError::new(
-                    field(key),
-                    format!(
-                        "only applies to scope = \"replicated\" (this policy is {scope:?})",
-                        scope = scope.as_str()
-                    ),
-                ));
-            }
-        }
-        return (scope, None);
-    }
-    let interval_ms = match config.sync_interval.as_deref() {
-        None => DEFAULT_SYNC_INTERVAL_MS,
-        Some(text) => match parse_duration_ms(text) {
-            Ok(ms) if (10..=60_000).contains(&ms) => ms,
-            Ok(_) => {
-                errors.push(FieldError::new(
-                    field("sync_interval"),
-                    "sync_interval must be between 10ms and 60s",
-                ));
-                DEFAULT_SYNC_INTERVAL_MS
-            }
-            Err(why) => {
-                errors.push(FieldError::new(field("sync_interval"), why));
-                DEFAULT_SYNC_INTERVAL_MS
-            }
-        },
-    };
-    let budget = config.overshoot_budget.unwrap_or(DEFAULT_OVERSHOOT_BUDGET);
-    if !(budget > 0.0 && budget <= 1.0) {
-        errors.push(FieldError::new(
-            field("overshoot_budget"),
-            format!("{budget} is not a fraction above 0 and at most 1 (0.05 = 5% over the limit)"),
-        ));
-    }
-    (
-        scope,
-        Some(Replication {
-            sync_interval: std::time::Duration::from_millis(interval_ms),
-            overshoot_budget: budget,
-        }),
-    )
-}
-
-fn make_limit(policy: &str, params: Params, tier: &str, tier_slot: usize) -> Limit {
-    // The quota shown is what can be spent at once (the bucket for bucket algorithms), and
-    // the window the time the policy takes to grant that much: `burst = 2000` refilled at
-    // 1000 per 60 s is `q=2000;w=120`, the same rate, and never less than `remaining`.
-    let capacity = params.capacity();
-    let window_ms = if let Some(calendar) = params.calendar {
-        // A calendar window's length varies (DST, months): its usual length.
-        calendar.unit.nominal_ms()
-    } else if params.algorithm.uses_burst() && params.limit > 0 {
-        u64::try_from(
-            u128::from(params.window_ms) * u128::from(capacity) / u128::from(params.limit),
-        )
-        .unwrap_or(u64::MAX)
-    } else {
-        params.window_ms
-    };
-    let header = format!("\"{policy}\";q={capacity};w={}", window_secs(window_ms));
+fn make_limit(
+    policy: &str,
+    params: Params,
+    stacked: Vec<Stacked>,
+    tier: &str,
+    tier_slot: usize,
+) -> Limit {
     Limit {
         params,
-        // Names are validated to header-safe characters, so this cannot fail.
-        policy_header: HeaderValue::from_str(&header)
-            .unwrap_or_else(|_| HeaderValue::from_static("\"invalid\"")),
+        policy_header: policy_header(policy, &params, &stacked),
         tier_label: tier.into(),
-        limit_header: HeaderValue::from(capacity),
+        limit_header: HeaderValue::from(params.capacity()),
         tier_slot,
         candidate: None,
+        stacked,
     }
-}
-
-/// The window in whole seconds for `w=` (rounded up, at least 1: a header cannot say 0.5).
-pub fn window_secs(window_ms: u64) -> u64 {
-    window_ms.div_ceil(1000).max(1)
 }

@@ -347,6 +347,10 @@ pub struct PolicyConfig {
     pub fail: String,
     /// Decide and record, never deny.
     pub shadow: bool,
+    /// Stacked limits, in place of `limit`, `window` and `burst` (1 to 4): a check passes only
+    /// when every one has room, and all or none of them consume.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limits: Option<Vec<LimitConfig>>,
     /// Plans with their own limit: `{ pro = { limit = 1000, burst = 2000 } }`.
     pub tiers: BTreeMap<String, TierConfig>,
     /// Values of the `endpoint` metrics label recorded as themselves; others are `other`.
@@ -386,6 +390,7 @@ impl Default for PolicyConfig {
             burst: None,
             fail: "open".to_owned(),
             shadow: false,
+            limits: None,
             tiers: BTreeMap::new(),
             endpoints: Vec::new(),
             scope: "local".to_owned(),
@@ -451,6 +456,24 @@ pub struct TierConfig {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub limit: Option<u64>,
     /// Defaults to the tier's limit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub burst: Option<u64>,
+    /// The tier's own stacked limits (1 to 4), in place of `limit` and `burst`; required when
+    /// the policy has `limits`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limits: Option<Vec<LimitConfig>>,
+}
+
+/// One of a policy's or tier's stacked `limits`: `{ limit = 20000, window = "1m" }`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct LimitConfig {
+    /// Required: requests (or units) per window, at least 1.
+    pub limit: u64,
+    /// Required: as the policy's `window` (calendar windows included).
+    #[schemars(pattern(WINDOW_PATTERN))]
+    pub window: String,
+    /// Defaults to `limit`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub burst: Option<u64>,
 }

@@ -120,3 +120,41 @@ fn bad_calendar_windows_are_refused_naming_each_field_at_once() {
         String::from_utf8_lossy(&good.stderr)
     );
 }
+
+#[test]
+fn bad_stacked_limits_are_refused_naming_each_field_at_once() {
+    let out = check_config(
+        "[policies.both]\nalgorithm = \"token_bucket\"\nlimit = 5\nlimits = [ { limit = 10, window = \"1s\" }, { limit = 20, window = \"1m\" } ]\n\
+         [policies.many]\nalgorithm = \"token_bucket\"\nlimits = [ { limit = 1, window = \"1s\" }, { limit = 2, window = \"2s\" }, { limit = 3, window = \"3s\" }, { limit = 4, window = \"4s\" }, { limit = 5, window = \"5s\" } ]\n\
+         [policies.twice]\nalgorithm = \"fixed_window\"\nlimits = [ { limit = 10, window = \"1m\" }, { limit = 0, window = \"1m\" } ]\n\
+         [policies.tier]\nalgorithm = \"fixed_window\"\nlimits = [ { limit = 10, window = \"1s\" }, { limit = 20, window = \"1m\" } ]\ntiers = { pro = { limit = 50 } }\n\
+         [policies.judged]\nalgorithm = \"fixed_window\"\nlimits = [ { limit = 10, window = \"1s\" }, { limit = 20, window = \"1m\" } ]\ncandidate = { limit = 5 }\n",
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    for (field, why) in [
+        (
+            "policies.both.limit",
+            "`limits` replaces limit, window and burst",
+        ),
+        ("policies.many.limits", "holds 1 to 4 limits, this one 5"),
+        (
+            "policies.twice.limits[1].window",
+            "has the window \"1m\" too",
+        ),
+        ("policies.twice.limits[1].limit", "limit must be at least 1"),
+        (
+            "policies.tier.tiers.pro.limit",
+            "a tier gives its own `limits`",
+        ),
+        (
+            "policies.judged.candidate",
+            "a candidate is judged against one limit",
+        ),
+    ] {
+        assert!(
+            stderr.lines().any(|l| l.contains(field) && l.contains(why)),
+            "{field}: {why}\n{stderr}"
+        );
+    }
+}

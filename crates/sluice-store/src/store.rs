@@ -34,6 +34,11 @@ pub struct Check<'a> {
     /// unchanged, no `retry_after`). The replicated store judges it on this region's backend
     /// alone (not replicated).
     pub candidate: Option<Params>,
+    /// Which of its policy's stacked limits (`limits = [...]`) this check is: 0 for the
+    /// first (or only) one, whose state is the policy's own; `i` ≥ 1 keeps its state apart
+    /// (Redis keys `{prefix}:{<policy>:<key>}:s<i>:<suffix>`, same hash tag, so a policy's
+    /// limits go in one script call). A policy's limits are decided together, all-or-nothing.
+    pub stack: u8,
 }
 
 impl<'a> Check<'a> {
@@ -47,6 +52,7 @@ impl<'a> Check<'a> {
             cost,
             mode: Mode::Consume,
             candidate: None,
+            stack: 0,
         }
     }
 
@@ -121,9 +127,10 @@ pub(crate) fn candidate_check<'a>(
 
 /// Whether `decision` of `check` makes its all-or-nothing batch consume nothing: a denial,
 /// unless the check counts every hit ([`Counting::EveryHit`]), whose hits count whatever the
-/// others answer.
+/// others answer, or is a charge or refund, which always applies.
 pub(crate) fn cancels_batch((check, decision): (&Check<'_>, &Decision)) -> bool {
-    !decision.allowed && check.params.counting == Counting::Admitted
+    // A charge or refund is never refused: a key it leaves in debt must not undo it.
+    !decision.allowed && check.params.counting == Counting::Admitted && !check.mode.adjusts()
 }
 
 /// The backends sluice can keep state in.

@@ -25,6 +25,7 @@ mod resp;
 mod rls;
 mod routes;
 mod settings_race;
+mod stacked;
 mod through_proxy;
 mod top;
 mod traefik;

@@ -20,6 +20,26 @@ pub(super) fn compile_window(
         errors.push(FieldError::new(field(name, "window"), "is required"));
         return (None, None);
     };
+    window_of(
+        name,
+        &field(name, "window"),
+        text,
+        config,
+        algorithm,
+        errors,
+    )
+}
+
+/// The window `text` (field `at`) of a limit of policy `name`: [`compile_window`] for a
+/// policy's own window and each of its stacked `limits`.
+pub(super) fn window_of(
+    name: &str,
+    at: &str,
+    text: &str,
+    config: &PolicyConfig,
+    algorithm: Option<Algorithm>,
+    errors: &mut Vec<FieldError>,
+) -> (Option<u64>, Option<Calendar>) {
     let unit = match (text, config.calendar.is_some()) {
         ("1w", _) => Some(CalendarUnit::Week),
         ("1mo", _) => Some(CalendarUnit::Month),
@@ -29,16 +49,16 @@ pub(super) fn compile_window(
                 field(name, "calendar"),
                 format!("a calendar window is 1d, 1w or 1mo; window is {text:?}"),
             ));
-            return (fields::window(&field(name, "window"), text, errors), None);
+            return (fields::window(at, text, errors), None);
         }
         (_, false) => None,
     };
     let Some(unit) = unit else {
-        return (fields::window(&field(name, "window"), text, errors), None);
+        return (fields::window(at, text, errors), None);
     };
     if algorithm.is_some_and(|a| a != Algorithm::FixedWindow) {
         errors.push(FieldError::new(
-            field(name, "window"),
+            at,
             format!(
                 "calendar windows (1d with calendar, 1w, 1mo) are only for fixed_window; use a duration such as \"7d\" or \"30d\" with {}",
                 config.algorithm.as_deref().unwrap_or("this algorithm")

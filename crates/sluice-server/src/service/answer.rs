@@ -74,6 +74,15 @@ pub(crate) fn limit_value(verdict: &Verdict) -> HeaderValue {
     }
 }
 
+/// How `RateLimit` names the limit that answered: the policy, or of a stacked policy the
+/// limit that bound (`<policy>.<window>`, as `RateLimit-Policy` lists it).
+fn bound_name(verdict: &Verdict) -> &str {
+    verdict
+        .limit
+        .answering(verdict.decision.limit)
+        .map_or(&verdict.policy.name, |s| &s.label)
+}
+
 /// The `t` of `RateLimit`: the wait of a denial, else the seconds until the window resets.
 pub(crate) fn ratelimit_seconds(verdict: &Verdict) -> u64 {
     let d = &verdict.decision;
@@ -139,7 +148,7 @@ impl HeaderTexts {
             out,
             &[
                 b"\"",
-                verdict.policy.name.as_bytes(),
+                bound_name(verdict).as_bytes(),
                 b"\";r=",
                 numbers.format(d.remaining).as_bytes(),
                 b";t=",

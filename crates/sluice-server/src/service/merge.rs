@@ -9,7 +9,7 @@ use sluice_store::{CandidateOverride, LimitOverride};
 
 use sluice_config::PolicyConfig;
 use sluice_config::policy::NO_TIER;
-use sluice_config::schema::{CandidateConfig, CandidateTierConfig, TierConfig};
+use sluice_config::schema::{CandidateConfig, CandidateTierConfig, LimitConfig, TierConfig};
 
 /// The file's policies with every override, then every candidate, applied (overrides first:
 /// a candidate may be set on a tier an override added).
@@ -35,7 +35,29 @@ pub(super) fn merged(
 /// An override of tier `none` changes the policy's own limit and burst only: the tiers that
 /// took the policy's limit by default keep the file's, as the candidate of tier `none` it may
 /// promote was judged on the policy's own limit only. Any other tier is replaced or added.
+///
+/// On a stacked policy (`limits = [...]`) an override replaces the first limit's `limit` and
+/// `burst`: of the policy's own stack for tier `none`, else of a copy of it the tier takes
+/// (the tier's own stack, when it has one).
 fn apply_limit(policy: &mut PolicyConfig, change: &LimitOverride) {
+    if let Some(stack) = policy.limits.clone() {
+        let replace_first = |limits: &mut Vec<LimitConfig>| {
+            if let Some(first) = limits.first_mut() {
+                first.limit = change.limit;
+                first.burst = change.burst;
+            }
+        };
+        if change.tier == NO_TIER {
+            if let Some(limits) = policy.limits.as_mut() {
+                replace_first(limits);
+            }
+        } else {
+            let tier = policy.tiers.entry(change.tier.clone()).or_default();
+            let limits = tier.limits.get_or_insert(stack);
+            replace_first(limits);
+        }
+        return;
+    }
     if change.tier == NO_TIER {
         for tier in policy.tiers.values_mut() {
             if tier.limit.is_none() {
@@ -50,6 +72,7 @@ fn apply_limit(policy: &mut PolicyConfig, change: &LimitOverride) {
             TierConfig {
                 limit: Some(change.limit),
                 burst: change.burst,
+                limits: None,
             },
         );
     }

@@ -473,7 +473,7 @@ mod tests {
         let mut with_gold = file(120);
         let gold = sluice_config::TierConfig {
             limit: Some(50),
-            burst: None,
+            ..Default::default()
         };
         with_gold
             .get_mut("public")

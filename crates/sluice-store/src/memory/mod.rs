@@ -230,6 +230,12 @@ impl MemoryStore {
     }
 }
 
+/// The name the state of stacked limit `stack` (≥ 1) of `policy` is kept under: a policy
+/// name no config can give (`#` is not allowed in one), as [`candidate_policy`]'s.
+fn stacked_policy(policy: &str, stack: u8) -> String {
+    format!("{policy}#s{stack}")
+}
+
 /// Longest [`candidate_policy`] name built on the stack.
 const INLINE_NAME: usize = 64;
 
@@ -260,6 +266,22 @@ impl Store for MemoryStore {
     }
 
     async fn decide(&self, checks: &[Check<'_>], now_ms: u64) -> Result<Vec<Decided>, StoreError> {
+        if checks.iter().any(|c| c.stack > 0) {
+            // A policy's other stacked limits are keys of a policy of their own name here.
+            let names: Vec<Option<String>> = checks
+                .iter()
+                .map(|c| (c.stack > 0).then(|| stacked_policy(c.policy, c.stack)))
+                .collect();
+            let renamed: Vec<Check<'_>> = checks
+                .iter()
+                .zip(&names)
+                .map(|(c, name)| match name {
+                    Some(name) => Check { policy: name, ..*c },
+                    None => *c,
+                })
+                .collect();
+            return self.decide_batch(&renamed, now_ms);
+        }
         match checks {
             [one] => Ok(vec![self.decide_one(one, now_ms)?]),
             _ => self.decide_batch(checks, now_ms),
@@ -267,7 +289,8 @@ impl Store for MemoryStore {
     }
 
     fn decide_now(&self, check: &Check<'_>, now_ms: u64) -> Option<Result<Decided, StoreError>> {
-        Some(self.decide_one(check, now_ms))
+        // A stacked limit comes with its policy's others, as a batch: never alone.
+        (check.stack == 0).then(|| self.decide_one(check, now_ms))
     }
 
     async fn ping(&self) -> Result<(), StoreError> {

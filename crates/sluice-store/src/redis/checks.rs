@@ -58,10 +58,11 @@ impl<C: ScriptRunner + ?Sized> Store for ScriptStore<C> {
     async fn give_back(&self, unspent: &Unspent<'_>, now_ms: u64) -> Result<(), StoreError> {
         let Unspent { check, token } = unspent;
         validate(check)?;
-        let keys = [keys::limit_keys(
+        let keys = [keys::stacked_keys(
             &self.layout().prefix,
             check.policy,
             check.key,
+            check.stack,
             check.params.algorithm,
         )];
         let checks = std::slice::from_ref(check);
@@ -135,7 +136,13 @@ async fn one<C: ScriptRunner + ?Sized>(
     let candidate = check.candidate.as_ref();
     validate(check)?;
     let prefix = &store.layout().prefix;
-    let keys = keys::limit_keys(prefix, check.policy, check.key, check.params.algorithm);
+    let keys = keys::stacked_keys(
+        prefix,
+        check.policy,
+        check.key,
+        check.stack,
+        check.params.algorithm,
+    );
     let candidate_entry = candidate
         .map(|params| candidate_entry(prefix, check, keys.first().map(String::as_str), params))
         .transpose()?;
@@ -320,7 +327,7 @@ async fn all<C: ScriptRunner + ?Sized>(
     let prefix = &store.layout().prefix;
     let keys: Vec<Vec<String>> = checks
         .iter()
-        .map(|c| keys::limit_keys(prefix, c.policy, c.key, c.params.algorithm))
+        .map(|c| keys::stacked_keys(prefix, c.policy, c.key, c.stack, c.params.algorithm))
         .collect();
     let judged: Vec<Option<Entry>> = checks
         .iter()

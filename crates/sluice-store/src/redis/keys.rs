@@ -73,6 +73,22 @@ pub fn limit_keys(prefix: &str, policy: &str, key: &str, algorithm: Algorithm) -
     state_keys(prefix, policy, key, "", algorithm)
 }
 
+/// Every Redis key holding the state of stacked limit `stack` of `(policy, key)`: the
+/// policy's own ([`limit_keys`]) for the first, `s<stack>:` before each suffix for the others
+/// (the same hash tag: one slot for all of a policy's limits).
+pub fn stacked_keys(
+    prefix: &str,
+    policy: &str,
+    key: &str,
+    stack: u8,
+    algorithm: Algorithm,
+) -> Vec<String> {
+    if stack == 0 {
+        return limit_keys(prefix, policy, key, algorithm);
+    }
+    state_keys(prefix, policy, key, &format!("s{stack}:"), algorithm)
+}
+
 /// Every Redis key holding the state of the candidate limit of `(policy, key)` under the
 /// candidate's `algorithm`: [`limit_keys`] with [`CANDIDATE`] before each suffix.
 pub fn candidate_keys(prefix: &str, policy: &str, key: &str, algorithm: Algorithm) -> Vec<String> {

@@ -12,7 +12,7 @@ use tracing::Span;
 
 use super::{CheckInput, LimitError, Limiter, Resolved, Shape, Started, Verdict};
 use crate::service::compiled::{Policy, PolicySet};
-use sluice_config::policy::Scope;
+use sluice_config::policy::{Scope, Stacked};
 
 impl Limiter {
     /// Resolves one check (a single check, or a batch of one), decides it in one store call
@@ -32,10 +32,19 @@ impl Limiter {
         }
         let started = Started::now(span);
         let scope = one.policy.scope;
+        let stack = one.limit.stacked.as_slice();
         let decided = match shape {
-            Shape::One => self.call_store_one(&one.check, scope, now_ms, span).await,
-            Shape::Batch => self
-                .call_store_all(std::slice::from_ref(&one.check), scope, now_ms, span)
+            Shape::One if stack.is_empty() => {
+                self.call_store_one(&one.check, scope, now_ms, span).await
+            }
+            _ => self
+                .call_store_stacked(
+                    std::slice::from_ref(&one.check),
+                    &[stack],
+                    scope,
+                    now_ms,
+                    span,
+                )
                 .await
                 .and_then(|mut decided| {
                     decided
@@ -70,8 +79,12 @@ impl Limiter {
         }
         let started = Started::now(span);
         let checks: Vec<Check<'_>> = resolved.iter().map(|r| r.check).collect();
+        let stacks: Vec<&[Stacked]> = resolved
+            .iter()
+            .map(|r| r.limit.stacked.as_slice())
+            .collect();
         let decided = self
-            .call_store_all(&checks, scope, now_ms, span)
+            .call_store_stacked(&checks, &stacks, scope, now_ms, span)
             .await
             .and_then(|decided| {
                 checks
@@ -163,7 +176,13 @@ impl Limiter {
                 ..resolved[i].check
             })
             .collect();
-        let second = self.call_store_all(&checks, scope, now_ms, span).await?;
+        let stacks: Vec<&[Stacked]> = again
+            .iter()
+            .map(|&i| resolved[i].limit.stacked.as_slice())
+            .collect();
+        let second = self
+            .call_store_stacked(&checks, &stacks, scope, now_ms, span)
+            .await?;
         for (slot, decided) in again.iter().zip(second) {
             decisions[*slot] = decided.decision;
         }
@@ -199,7 +218,14 @@ impl Limiter {
         let (limit, tier_slot) = policy.tier(input.tier);
         let limit = limit.clone();
         let (cost, mode) = usage_mode(policy, input, &field)?;
-        match sluice_core::validate_check(&limit.params, cost, mode) {
+        // Every stacked limit must be able to take the cost (the first is `limit.params`).
+        let tightest = limit
+            .stacked
+            .iter()
+            .map(|s| &s.params)
+            .min_by_key(|p| p.max_cost())
+            .unwrap_or(&limit.params);
+        match sluice_core::validate_check(tightest, cost, mode) {
             Ok(()) => {}
             Err(CheckError::CostExceedsCapacity { cost, capacity }) => {
                 return Err(LimitError::CostExceedsCapacity {

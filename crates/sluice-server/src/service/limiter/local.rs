@@ -31,6 +31,8 @@ impl Limiter {
             && !one.policy.shadow
             && one.policy.scope == Scope::Local
             && !one.policy.has_candidate
+            // A stacked check's limits are decided together on the backend.
+            && one.limit.stacked.is_empty()
     }
 
     /// Decides `one` from the denied cache, from its key's lease, or on the backend.

@@ -20,6 +20,7 @@ mod denied;
 mod leases;
 mod local;
 mod slots;
+mod stack;
 mod verdict;
 
 use arc_swap::ArcSwap;

@@ -42,7 +42,12 @@ impl Limiter {
         // A client is shown as its limit what it can spend at once: the bucket for bucket
         // algorithms (`burst` may exceed `limit`), so `remaining` never exceeds the limit it
         // is shown and utilization is the share of that bucket consumed.
-        decision.limit = r.limit.params.capacity();
+        // Of a stacked policy, the limit that bound (its decision's limit is that one's).
+        let params = match r.limit.answering(decision.limit) {
+            Some(stacked) => &stacked.params,
+            None => &r.limit.params,
+        };
+        decision.limit = params.capacity();
         decision.remaining = decision.remaining.min(decision.limit);
         if decision.limit > 0 {
             let used = decision.limit.saturating_sub(decision.remaining);

@@ -33,7 +33,9 @@ for _ = 1, n do
     end
   end
   local r = { algorithm.check(k, now, limit, w, burst, cost, algorithm.leaky, mode) }
-  if r[1] ~= 1 and not algorithm.every_hit then
+  -- A denial cancels the batch, unless every hit counts or it answers a charge or refund
+  -- (mode 2, 3), which always applies.
+  if r[1] ~= 1 and not algorithm.every_hit and mode < 2 then
     out[1] = 0
   elseif code == 2 and cost > 0 and mode < 2 then
     logs[#logs + 1] = { k, limit, w, burst, cost, r[8] }
