@@ -12,7 +12,7 @@ use std::process::Command;
 use sluice_testkit::{RedisSentinels, SentinelSetup};
 
 use common::BIN;
-use common::daemon::{Daemon, Tally, fail_modes, readyz, twelve_checks};
+use common::daemon::{Daemon, assert_ready_and_exact, fail_modes, readyz, twelve_checks};
 
 const MASTER_PASSWORD: &str = "m4ster-pw-never-logged";
 const SENTINEL_PASSWORD: &str = "s3ntinel-pw-never-logged";
@@ -42,19 +42,7 @@ async fn checks_through_sentinel_are_exact_and_no_password_is_logged() {
         "closed",
         &[("SLUICE_BACKEND__PASSWORD", MASTER_PASSWORD)],
     );
-    let client = daemon.client();
-    assert_eq!(readyz(&client).await, 200, "{}", daemon.log());
-    let tally = twelve_checks(&client, "sentinel-key").await;
-    assert_eq!(
-        tally,
-        Tally {
-            admitted: 10,
-            denied: 2,
-            ..Tally::default()
-        },
-        "{}",
-        daemon.log()
-    );
+    assert_ready_and_exact(&daemon, "sentinel-key").await;
     let log = daemon.log();
     assert!(log.contains("sentinel: master found"), "{log}");
     for secret in [MASTER_PASSWORD, SENTINEL_PASSWORD] {

@@ -85,6 +85,23 @@ pub struct Tally {
     pub unavailable: usize,
 }
 
+/// Asserts that `daemon` is ready and counts exactly: of twelve checks of `key` (limit 10),
+/// ten admitted and two denied.
+pub async fn assert_ready_and_exact(daemon: &Daemon, key: &str) {
+    let client = daemon.client();
+    assert_eq!(readyz(&client).await, 200, "{}", daemon.log());
+    assert_eq!(
+        twelve_checks(&client, key).await,
+        Tally {
+            admitted: 10,
+            denied: 2,
+            ..Tally::default()
+        },
+        "{}",
+        daemon.log()
+    );
+}
+
 /// Each fail mode, and what twelve checks are answered by it while the backend fails.
 pub fn fail_modes() -> [(&'static str, Tally); 2] {
     [
