@@ -231,6 +231,20 @@ impl<M> Clone for PolicySet<M> {
     }
 }
 
+impl<M> PolicySet<M> {
+    /// Whether `other` holds the very policies this set holds (a copy of it, as a publish of
+    /// a new settings version alone makes), not merely equal ones.
+    pub fn same_as(&self, other: &Self) -> bool {
+        self.policies.len() == other.policies.len()
+            && self.policies.iter().all(|(name, policy)| {
+                other
+                    .policies
+                    .get(name)
+                    .is_some_and(|theirs| Arc::ptr_eq(policy, theirs))
+            })
+    }
+}
+
 impl<M> Default for PolicySet<M> {
     fn default() -> Self {
         PolicySet {

@@ -149,7 +149,12 @@ fn main() {
         for (name, store) in &stores[..2] {
             for algorithm in [Algorithm::FixedWindow, Algorithm::TokenBucket] {
                 let (mut asks, mut mixed) = (0.0, 0.0);
-                for mix in [Mix::Asks, Mix::AsksAndCharges, Mix::AsksAndCharges, Mix::Asks] {
+                for mix in [
+                    Mix::Asks,
+                    Mix::AsksAndCharges,
+                    Mix::AsksAndCharges,
+                    Mix::Asks,
+                ] {
                     let rate = run(name, Arc::clone(store), algorithm, seconds, mix).await;
                     match mix {
                         Mix::AsksAndCharges => mixed += rate,

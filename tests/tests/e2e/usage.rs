@@ -163,7 +163,10 @@ usage = true
                     .unwrap();
                 assert_eq!(out.status, 200, "{}", String::from_utf8_lossy(&out.body));
                 let body = serde_json::from_slice::<serde_json::Value>(&out.body).unwrap();
-                assert!(body.get("degraded").is_none(), "a charge not counted: {body}");
+                assert!(
+                    body.get("degraded").is_none(),
+                    "a charge not counted: {body}"
+                );
                 body
             }
         };

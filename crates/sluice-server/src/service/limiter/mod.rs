@@ -323,8 +323,9 @@ impl Limiter {
     }
 
     /// Publishes `snapshot` (only the settings writer does, and [`App::new`] at start); checks
-    /// in flight finish on the old one. The denied cache is dropped whole: a limit may have
-    /// been raised (every reload, admin override and candidate change comes here).
+    /// in flight finish on the old one. The denied cache is dropped whole when the policies
+    /// changed: a limit may have been raised (every reload, admin override and candidate
+    /// change comes here).
     ///
     /// [`App::new`]: crate::service::App::new
     pub fn publish(&self, snapshot: Snapshot) {
@@ -336,8 +337,13 @@ impl Limiter {
         if let Some(replicated) = &self.region.replicated {
             replicated.set_policies(policies.replicated());
         }
+        // A denial stays true while the policies are the same ones (a new settings version
+        // alone); dropping it then would let concurrent answers re-fill the cache out of order.
+        let same = self.snapshot.load().policies.same_as(&snapshot.policies);
         self.snapshot.store(Arc::new(snapshot));
-        self.local.denied.clear();
+        if !same {
+            self.local.denied.clear();
+        }
     }
 
     /// Whether the backend answers, within the timeout.
