@@ -1,16 +1,20 @@
-//! The replay proper: each line, at its own time, through `sluice_core::decide` for every
-//! policy it goes to, exactly as the daemon decides a check. State is kept per (policy, key)
-//! (the daemon keys its state by policy and key, whatever the tier), and the candidate's on a
+//! The replay proper: each line, at its own time, through every policy it goes to, decided
+//! exactly as the daemon decides a check ([`crate::decide`]: one limit, stacked limits all or
+//! nothing, a usage policy's ask and charge). State is kept per (policy, key) and stacked
+//! limit (the daemon keys its state by policy and key, whatever the tier), and the candidate's on a
 //! state of its own per (policy, key), consumed whenever the candidate alone would allow, as
 //! the stores' `check_with_candidate` does. Per (policy, tier, key) a few counters feed the
 //! report; every structure grows with keys, never with lines.
 
-use sluice_core::{State, decide, judge};
+use sluice_core::{State, judge};
 
 use crate::batch::{Batch, Line, PolicyPick};
-use crate::input::{LimitSpec, NO_TIER, OTHER_TIER, ReplayPolicy};
+use crate::decide::decide_line;
+use crate::input::{LimitSpec, NO_TIER, OTHER_TIER, ReplayPolicy, StackedLimit};
 use crate::keys::KeyTable;
-use crate::report::model::{CandidateReport, PeakRate, PolicyReport, TOP_KEYS, TopKey};
+use crate::report::model::{
+    CandidateReport, LimitDenials, PeakRate, PolicyReport, TOP_KEYS, TopKey,
+};
 use crate::stats::{self, Timeline, WindowCounts};
 
 /// Tier slot of a line naming no tier.
@@ -83,7 +87,7 @@ impl Engine {
     }
 
     /// One report per (policy, tier) with traffic, and a `none` one for a policy without.
-    pub(crate) fn finish(self, max_reject: f64) -> Vec<PolicyReport> {
+    pub(crate) fn finish(self, max_reject: Option<f64>) -> Vec<PolicyReport> {
         let keys = &self.keys;
         self.policies
             .into_iter()
@@ -96,6 +100,10 @@ impl Engine {
 #[derive(Debug)]
 struct PolicyRun {
     name: String,
+    /// `usage = true`: lines ask, then charge (see [`crate::decide`]).
+    usage: bool,
+    /// Copies of a key's stacked states while a line is decided.
+    scratch: Vec<State>,
     /// Configured tier names; tier `i` is slot `FIRST_TIER_SLOT + i`.
     tier_names: Vec<Box<[u8]>>,
     /// Per slot.
@@ -108,7 +116,12 @@ struct PolicyRun {
 #[derive(Debug)]
 struct Slot {
     label: String,
+    /// The limit the peak rates and the suggestion are counted in windows of: the first.
     limit: LimitSpec,
+    /// Every limit, the first being `limit`: one, or the stacked ones.
+    limits: Vec<LimitSpec>,
+    /// The stacked limits' labels and the rejections each caused; empty for one limit.
+    denied_by: Vec<(String, u64)>,
     candidate: Option<LimitSpec>,
     requests: u64,
     rejected: u64,
@@ -123,6 +136,8 @@ struct Slot {
 #[derive(Debug, Default)]
 struct PolicyKey {
     limit: State,
+    /// The states of stacked limits 2 and on (empty until a stacked tier sees the key).
+    stack: Vec<State>,
     candidate: State,
     /// Counters per tier slot the key was seen under: nearly always one, kept inline.
     tiers: KeyTiers,
@@ -185,16 +200,20 @@ impl PolicyRun {
                 .then(|| policy.candidates.get(tier).copied())
                 .flatten()
         };
+        let stack_of = |tier: &str| policy.stacks.get(tier).map_or(&[][..], Vec::as_slice);
         let base_candidate = candidate_of(NO_TIER);
+        let base_stack = stack_of(NO_TIER);
         let mut slots = vec![
-            Slot::new(NO_TIER, policy.base, base_candidate),
-            Slot::new(OTHER_TIER, policy.base, base_candidate),
+            Slot::new(NO_TIER, policy.base, base_stack, base_candidate),
+            Slot::new(OTHER_TIER, policy.base, base_stack, base_candidate),
         ];
         for (name, limit) in &policy.tiers {
-            slots.push(Slot::new(name, *limit, candidate_of(name)));
+            slots.push(Slot::new(name, *limit, stack_of(name), candidate_of(name)));
         }
         PolicyRun {
             name: policy.name.clone(),
+            usage: policy.usage,
+            scratch: Vec::new(),
             tier_names: policy.tiers.keys().map(|n| n.as_bytes().into()).collect(),
             slots,
             keys: Vec::new(),
@@ -219,13 +238,24 @@ impl PolicyRun {
             self.keys.resize_with(id + 1, PolicyKey::default);
         }
         let key = &mut self.keys[id];
-        // A cost above the limit's capacity is refused by the core: a rejection.
-        let allowed = decide(&slot.limit, &mut key.limit, at_ms, cost).is_ok_and(|d| d.allowed);
+        // A cost above a limit's capacity is refused by the core: a rejection.
+        let outcome = decide_line(
+            &slot.limits,
+            self.usage,
+            (&mut key.limit, &mut key.stack),
+            &mut self.scratch,
+            at_ms,
+            cost,
+        );
+        let allowed = outcome.allowed;
+        for (i, (_, denied)) in slot.denied_by.iter_mut().enumerate() {
+            *denied += u64::from(outcome.denied >> i & 1);
+        }
         // The candidate as every store judges it: a cost beyond its capacity would reject.
         let candidate_rejected = slot
             .candidate
             .is_some_and(|candidate| !judge(&candidate, &mut key.candidate, at_ms, cost).allowed);
-        let window = at_ms / slot.limit.window_ms;
+        let window = window_index(&slot.limit, at_ms);
         let counters = key.tiers.get_or_insert(slot_index, window);
         // Times only grow per key, so a later window closes the one being counted.
         if window != counters.window {
@@ -245,7 +275,7 @@ impl PolicyRun {
         slot.timeline.record(at_ms, !allowed, candidate_rejected);
     }
 
-    fn finish(mut self, keys: &KeyTable, max_reject: f64) -> Vec<PolicyReport> {
+    fn finish(mut self, keys: &KeyTable, max_reject: Option<f64>) -> Vec<PolicyReport> {
         let mut per_slot: Vec<SlotKeys> =
             (0..self.slots.len()).map(|_| SlotKeys::default()).collect();
         for (id, key) in self.keys.iter().enumerate() {
@@ -284,11 +314,32 @@ impl PolicyRun {
     }
 }
 
+/// The aligned window of `limit` holding `at_ms`: its calendar window (days, weeks or
+/// months in its zone) for a calendar limit, else `at_ms / window`.
+fn window_index(limit: &LimitSpec, at_ms: u64) -> u64 {
+    match &limit.calendar {
+        Some(calendar) => calendar.frame(at_ms).index,
+        None => at_ms / limit.window_ms,
+    }
+}
+
 impl Slot {
-    fn new(label: &str, limit: LimitSpec, candidate: Option<LimitSpec>) -> Self {
+    fn new(
+        label: &str,
+        limit: LimitSpec,
+        stack: &[StackedLimit],
+        candidate: Option<LimitSpec>,
+    ) -> Self {
+        let limits = if stack.is_empty() {
+            vec![limit]
+        } else {
+            stack.iter().map(|s| s.params).collect()
+        };
         Slot {
             label: label.to_owned(),
-            limit,
+            limit: limits[0],
+            limits,
+            denied_by: stack.iter().map(|s| (s.label.clone(), 0)).collect(),
             candidate,
             requests: 0,
             rejected: 0,
@@ -330,7 +381,7 @@ impl SlotKeys {
         policy: &str,
         slot: &Slot,
         keys: &KeyTable,
-        max_reject: f64,
+        max_reject: Option<f64>,
     ) -> PolicyReport {
         self.peaks.sort_unstable();
         let peaks = self.peaks;
@@ -361,6 +412,14 @@ impl SlotKeys {
             suggested_limit,
             top: top(self.rejecting, keys),
             candidate,
+            denied_by: slot
+                .denied_by
+                .iter()
+                .map(|(limit, rejected)| LimitDenials {
+                    limit: limit.clone(),
+                    rejected: *rejected,
+                })
+                .collect(),
             limit: slot.limit,
             timeline: slot.timeline.clone(),
             peaks,

@@ -5,7 +5,7 @@
 
 use std::fmt::Write as _;
 
-use super::format::{limit_text, thousands};
+use super::format::{limit_text, rule_text, stacked_limit_text, thousands};
 use super::model::{PolicyReport, Report};
 use crate::time::format_utc_seconds;
 
@@ -34,10 +34,11 @@ pub fn render_text(report: &Report) -> String {
         );
     }
     out.push('\n');
-    out.push_str(&format!(
-        "suggested limits reject at most {} % of requests and limit at most 1 % of keys\n",
-        details.max_reject * 100.0
-    ));
+    let _ = writeln!(
+        out,
+        "each suggested limit: {}",
+        rule_text(report.max_reject)
+    );
 
     for (policy, rows) in report.by_policy() {
         render_policy(&mut out, policy, &rows);
@@ -62,7 +63,7 @@ fn render_policy(out: &mut String, policy: &str, rows: &[&PolicyReport]) {
         let peak = &row.peak_rate;
         table.push([
             row.tier.clone(),
-            limit_text(&row.limit),
+            stacked_limit_text(row),
             thousands(row.requests),
             thousands(row.rejected),
             format!("{:.2}", row.rejected_percent()),
@@ -87,6 +88,18 @@ fn render_policy(out: &mut String, policy: &str, rows: &[&PolicyReport]) {
         }
     }
     write_table(out, &table);
+    for row in rows.iter().filter(|row| !row.denied_by.is_empty()) {
+        let each: Vec<String> = row
+            .denied_by
+            .iter()
+            .map(|d| format!("{} {}", d.limit, thousands(d.rejected)))
+            .collect();
+        let _ = write!(out, "  denied by ({}): {}", row.tier, each.join(", "));
+        if let Some(most) = row.bound_most() {
+            let _ = write!(out, "; bound most: {}", most.limit);
+        }
+        out.push('\n');
+    }
     for row in rows {
         if row.top.is_empty() {
             continue;
