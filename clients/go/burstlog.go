@@ -14,6 +14,7 @@ import (
 type burstLog struct {
 	logger   *log.Logger
 	interval time.Duration
+	what     string // what failed: "checks", "charges"
 
 	mu      sync.Mutex
 	last    time.Time // when the last line was written; zero before the first
@@ -33,5 +34,5 @@ func (b *burstLog) failure(err error) {
 	b.last = now
 	b.mu.Unlock()
 	// Written outside the lock: a slow log sink must not serialise the failing requests.
-	b.logger.Printf("%v (%d failed checks since the last report)", err, n)
+	b.logger.Printf("%v (%d failed %s since the last report)", err, n, b.what)
 }

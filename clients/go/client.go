@@ -30,6 +30,7 @@ const (
 	maxBody = 1 << 20
 	// logInterval is the least time between two log lines about failed checks.
 	logInterval = 10 * time.Second
+	checkPath   = "/v1/check"
 )
 
 // ClientOptions configure a Client. The zero value is usable: the socket named by
@@ -44,7 +45,8 @@ type ClientOptions struct {
 	// MaxConns bounds the connections to sluiced, idle or busy; a call that finds them all
 	// busy waits for one within its timeout. Default 32.
 	MaxConns int
-	// Logger receives one line per burst of failed checks (at most one per 10 s).
+	// Logger receives one line per burst of failed checks, and one per burst of failed
+	// charges (each at most one per 10 s).
 	// Default: log.Default().
 	Logger *log.Logger
 }
@@ -58,19 +60,29 @@ type Stats struct {
 	Unavailable uint64
 	// Refused counts calls sluiced refused with an APIError.
 	Refused uint64
+	// Charges counts charges sluiced answered (Charge, and the middlewares' charges).
+	Charges uint64
+	// ChargeFailures counts charges that were lost: sluiced unreachable, timed out or
+	// refusing the charge, or too many charges already in flight.
+	ChargeFailures uint64
 }
 
 // Client asks sluiced for decisions. It is safe for concurrent use; make one per process
 // and share it.
 type Client struct {
-	url       string
+	base      string // the URL before /v1/check
 	transport *http.Transport
 	timeout   time.Duration
 	log       *burstLog
+	chargeLog *burstLog
+	// chargeSlots bounds the charges sent in the background at once.
+	chargeSlots chan struct{}
 
-	checks      atomic.Uint64
-	unavailable atomic.Uint64
-	refused     atomic.Uint64
+	checks         atomic.Uint64
+	unavailable    atomic.Uint64
+	refused        atomic.Uint64
+	charges        atomic.Uint64
+	chargeFailures atomic.Uint64
 }
 
 // NewClient makes a Client. It does not connect: the first call does.
@@ -107,10 +119,10 @@ func NewClient(opts ClientOptions) (*Client, error) {
 		IdleConnTimeout:    90 * time.Second,
 		DisableCompression: true,
 	}
-	var url string
+	var base string
 	switch {
 	case strings.HasPrefix(target, "http://"):
-		url = strings.TrimSuffix(target, "/") + "/v1/check"
+		base = strings.TrimSuffix(target, "/")
 		dialer := &net.Dialer{}
 		tr.DialContext = dialer.DialContext
 	case strings.HasPrefix(target, "https://"):
@@ -121,17 +133,19 @@ func NewClient(opts ClientOptions) (*Client, error) {
 			return nil, fmt.Errorf("sluice: target %q names no socket path", target)
 		}
 		// The host part is a placeholder: every connection goes to the socket.
-		url = "http://sluiced/v1/check"
+		base = "http://sluiced"
 		dialer := &net.Dialer{}
 		tr.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) {
 			return dialer.DialContext(ctx, "unix", path)
 		}
 	}
 	return &Client{
-		url:       url,
-		transport: tr,
-		timeout:   opts.Timeout,
-		log:       &burstLog{logger: opts.Logger, interval: logInterval},
+		base:        base,
+		transport:   tr,
+		timeout:     opts.Timeout,
+		log:         &burstLog{logger: opts.Logger, interval: logInterval, what: "checks"},
+		chargeLog:   &burstLog{logger: opts.Logger, interval: logInterval, what: "charges"},
+		chargeSlots: make(chan struct{}, maxChargesInFlight),
 	}, nil
 }
 
@@ -140,7 +154,13 @@ func (c *Client) Close() { c.transport.CloseIdleConnections() }
 
 // Stats reads the counters.
 func (c *Client) Stats() Stats {
-	return Stats{Checks: c.checks.Load(), Unavailable: c.unavailable.Load(), Refused: c.refused.Load()}
+	return Stats{
+		Checks:         c.checks.Load(),
+		Unavailable:    c.unavailable.Load(),
+		Refused:        c.refused.Load(),
+		Charges:        c.charges.Load(),
+		ChargeFailures: c.chargeFailures.Load(),
+	}
 }
 
 // Check is one question to sluiced.
@@ -189,7 +209,8 @@ func (c *Client) Check(ctx context.Context, chk Check) (Decision, error) {
 	if err != nil {
 		return Decision{}, c.failed(&UnavailableError{Reason: "encoding the check", Err: err})
 	}
-	status, header, raw, err := c.post(ctx, body)
+	c.checks.Add(1)
+	status, header, raw, err := c.post(ctx, checkPath, body)
 	if err != nil {
 		return Decision{}, c.failed(err)
 	}
@@ -213,7 +234,8 @@ func (c *Client) CheckBatch(ctx context.Context, checks []Check) (BatchDecision,
 	if err != nil {
 		return BatchDecision{}, c.failed(&UnavailableError{Reason: "encoding the checks", Err: err})
 	}
-	status, header, raw, err := c.post(ctx, body)
+	c.checks.Add(1)
+	status, header, raw, err := c.post(ctx, checkPath, body)
 	if err != nil {
 		return BatchDecision{}, c.failed(err)
 	}
@@ -263,11 +285,10 @@ type attempt struct {
 	firstByte atomic.Bool
 }
 
-// post sends one body and gives back a 200, 429 or 503 answer from sluiced. A failure on a
-// pooled connection before any byte of answer (the daemon restarted and the connection is
-// stale) is retried once on a fresh one.
-func (c *Client) post(ctx context.Context, body []byte) (int, http.Header, []byte, error) {
-	c.checks.Add(1)
+// post sends one body to path (checkPath or chargePath) and gives back a 200, 429 or 503
+// answer from sluiced. A failure on a pooled connection before any byte of answer (the daemon
+// restarted and the connection is stale) is retried once on a fresh one.
+func (c *Client) post(ctx context.Context, path string, body []byte) (int, http.Header, []byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	for try := 0; ; try++ {
@@ -277,7 +298,7 @@ func (c *Client) post(ctx context.Context, body []byte) (int, http.Header, []byt
 			GotFirstResponseByte: func() { a.firstByte.Store(true) },
 		}
 		req, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace),
-			http.MethodPost, c.url, bytes.NewReader(body))
+			http.MethodPost, c.base+path, bytes.NewReader(body))
 		if err != nil {
 			return 0, nil, nil, &UnavailableError{Reason: "building the request", Err: err}
 		}

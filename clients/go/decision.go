@@ -49,6 +49,9 @@ type Decision struct {
 	RetryAfter int64
 	// DelayMs is how long a leaky_bucket policy asks the caller to wait; 0 otherwise.
 	DelayMs int64
+	// Debt is what a key of a usage policy owes beyond its limit (after charges that did
+	// not fit); 0 otherwise.
+	Debt int64
 	// Degraded is true when sluiced's backend failed and a fail-open policy let the request
 	// through.
 	Degraded bool
@@ -86,6 +89,7 @@ type wireDecision struct {
 	Reset      int64  `json:"reset"`
 	RetryAfter int64  `json:"retry_after"`
 	DelayMs    int64  `json:"delay_ms"`
+	Debt       int64  `json:"debt"`
 	Degraded   bool   `json:"degraded"`
 	Error      string `json:"error"`
 	Message    string `json:"message"`
@@ -101,6 +105,7 @@ func (w *wireDecision) decision(status int, header http.Header, body []byte) Dec
 		Reset:      w.Reset,
 		RetryAfter: w.RetryAfter,
 		DelayMs:    w.DelayMs,
+		Debt:       w.Debt,
 		Degraded:   w.Degraded,
 		Error:      w.Error,
 		Header:     header,

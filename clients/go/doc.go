@@ -11,4 +11,9 @@
 // of keep-alive connections; every call is bounded by a timeout (50 ms by default).
 // Middleware wraps an http.Handler; the sub-package sluice/gin (package sluicegin) does the
 // same for gin.
+//
+// For usage policies (budgets of what requests used, such as LLM tokens), Client.Charge debits
+// what a request used after its response, and the middlewares' Charge option meters each
+// response as it is written (OpenAIUsage: an OpenAI-compatible upstream's tokens) and charges
+// it in the background once the handler has returned, never delaying the response.
 package sluice

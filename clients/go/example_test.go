@@ -8,7 +8,9 @@ import (
 	"errors"
 	"log"
 	"net/http"
+	"net/http/httputil"
 	"net/netip"
+	"net/url"
 
 	sluice "github.com/sluice-rs/sluice/clients/go"
 )
@@ -45,4 +47,37 @@ func ExampleClient_Check() {
 	default: // d.Status 429 (d.RetryAfter, d.Body) or 503 (a fail-closed policy)
 	}
 	_, _ = c.CheckBatch(ctx, []sluice.Check{{Policy: "public", Key: "user:123"}, {Policy: "exports", Key: "org:9", Cost: 10}})
+}
+
+// A gateway in front of an OpenAI-compatible upstream, under a usage policy of tokens:
+// each request asks whether the user has any budget left, and once the answer (JSON, or a
+// streamed text/event-stream) has gone through, its usage.total_tokens is charged in the
+// background.
+func ExampleOpenAIUsage() {
+	c, err := sluice.NewClient(sluice.ClientOptions{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	upstream, err := url.Parse("http://127.0.0.1:8000") // vLLM, llama.cpp, LiteLLM, ...
+	if err != nil {
+		log.Fatal(err)
+	}
+	limit := sluice.Middleware(c, sluice.Options{
+		Policy:   "llm_tokens", // usage = true
+		UserFunc: userID,
+		Charge:   sluice.OpenAIUsage,
+	})
+	log.Fatal(http.ListenAndServe("127.0.0.1:8080", limit(httputil.NewSingleHostReverseProxy(upstream))))
+}
+
+func ExampleClient_Charge() {
+	c, err := sluice.NewClient(sluice.ClientOptions{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	// After the response: what it used (a negative amount refunds).
+	d, err := c.Charge(context.Background(), "llm_tokens", "user:42", 1830, "")
+	if err == nil && !d.Allowed {
+		log.Printf("user:42 is %d tokens in debt until %d", d.Debt, d.Reset)
+	}
 }

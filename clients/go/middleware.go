@@ -38,6 +38,13 @@ type Options struct {
 	// Deny replaces the answer to a denied request. The rate-limit headers are already set
 	// on w when it is called. Default: WriteDecision (429, sluiced's problem+json body).
 	Deny func(w http.ResponseWriter, r *http.Request, d Decision)
+	// Charge, for a usage policy, makes a Meter for each request the handler serves (allowed,
+	// or let through by a failed check): the meter sees the body as it is written, and once
+	// the handler has returned, its amount is charged to the request's key and tier in the
+	// background (Client.ChargeInBackground), never delaying the response nor failing it.
+	// OpenAIUsage charges an OpenAI-compatible upstream's tokens. nil (the default), or a nil
+	// Meter: nothing is charged.
+	Charge func(r *http.Request) Meter
 }
 
 // Middleware checks every request with sluiced before handing it to the next handler.
@@ -51,19 +58,20 @@ func Middleware(client *Client, opts Options) func(http.Handler) http.Handler {
 	}
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			d, err := client.Check(r.Context(), opts.check(r))
+			chk := opts.check(r)
+			d, err := client.Check(r.Context(), chk)
 			if err != nil {
 				if opts.FailClosed {
 					WriteUnavailable(w)
 					return
 				}
-				next.ServeHTTP(w, r)
+				serveMetered(client, opts.Charge, next, w, r, chk)
 				return
 			}
 			CopyHeaders(w.Header(), d)
 			switch {
 			case d.Allowed:
-				next.ServeHTTP(w, r)
+				serveMetered(client, opts.Charge, next, w, r, chk)
 			case d.Status == http.StatusTooManyRequests && opts.Deny != nil:
 				opts.Deny(w, r, d)
 			default:

@@ -75,6 +75,8 @@ export declare class Decision {
   readonly results: CheckResult[] | undefined;
   /** sluiced's error code on a 429 or 503. */
   readonly error: string | undefined;
+  /** What a key of a usage policy owes beyond its limit (0 when nothing); undefined otherwise. */
+  readonly debt: number | undefined;
 }
 
 export declare class SluiceError extends Error {}
@@ -95,11 +97,37 @@ export declare class SluiceRequestError extends SluiceError {
 
 /** Counts failed middleware checks and logs them at most once per interval (default 10 s). */
 export declare class FailureLog {
-  constructor(options?: { intervalMs?: number; log?: (line: string) => void });
-  /** Failed checks since this log was made. */
+  /** `what` names what failed in the log line (default "rate-limit check(s)"). */
+  constructor(options?: { intervalMs?: number; log?: (line: string) => void; what?: string });
+  /** Failures since this log was made. */
   readonly total: number;
+  /** The function lines are written to. */
+  readonly log: (line: string) => void;
   record(error: unknown, outcome: string): void;
 }
+
+/**
+ * What a middleware's `charge` option returns for one request: it is given each piece of the
+ * response body as that piece is written to the client, then asked, once the response has
+ * been sent, what the response used.
+ */
+export interface Meter {
+  write(chunk: Uint8Array): void;
+  /** What the finished response used; undefined, null or 0 charges nothing. */
+  amount(status: number, headers: Record<string, unknown>): number | undefined | null;
+}
+
+/**
+ * The meter of an OpenAI-compatible upstream: usage.total_tokens of a JSON answer, or of the
+ * last `data:` event carrying usage in a streamed (text/event-stream) one.
+ */
+export declare class OpenAIUsage implements Meter {
+  write(chunk: Uint8Array): void;
+  amount(status: number, headers: Record<string, unknown>): number | undefined;
+}
+
+/** A middleware's `charge` option for an OpenAI-compatible upstream: a new OpenAIUsage per request. */
+export declare function openAIUsage(req?: unknown): OpenAIUsage;
 
 export interface ClientOptions {
   /** Unix socket of sluiced (default: $SLUICE_SOCKET, else /tmp/sluiced.sock). */
@@ -114,6 +142,8 @@ export interface ClientOptions {
   maxPending?: number;
   /** Where the middleware counts and logs failed checks (default: a FailureLog to stderr). */
   failures?: FailureLog;
+  /** Where the middleware counts and logs lost charges (default: a FailureLog to `failures`' log). */
+  chargeFailures?: FailureLog;
 }
 
 export declare class SluiceClient {
@@ -123,7 +153,16 @@ export declare class SluiceClient {
   readonly timeoutMs: number;
   /** Failed middleware checks: counted, and logged once per burst. */
   readonly failures: FailureLog;
+  /** The middlewares' lost charges (the responses were served): counted, and logged once per burst. */
+  readonly chargeFailures: FailureLog;
+  /** The middlewares' charges sluiced answered. */
+  readonly charges: number;
   check(policy: string, key: string, options?: CheckOptions): Promise<Decision>;
+  /**
+   * Charges `amount` (what a request used; negative refunds) to `key` of a usage policy. The
+   * Decision's `allowed` says whether the key still has room for a request, `debt` what it owes.
+   */
+  charge(policy: string, key: string, amount: number, options?: { tier?: string; timeoutMs?: number }): Promise<Decision>;
   /** All-or-nothing: if any check is denied none consumes. 1 to 64 checks. */
   checkBatch(checks: Check[], options?: { timeoutMs?: number }): Promise<Decision>;
   /** Closes the pooled connections. */
@@ -145,6 +184,12 @@ export interface MiddlewareOptions<Req> {
   failClosed?: boolean;
   /** This middleware's timeout per check, in milliseconds (default: the client's). */
   timeoutMs?: number;
+  /**
+   * For a usage policy: a meter for each request the app serves (allowed, or let through by a
+   * failed check), whose amount is charged to the request's key and tier once the response has
+   * been sent, never delaying it nor failing it (`openAIUsage`: an OpenAI-compatible upstream).
+   */
+  charge?: (req: Req) => Meter | undefined | null;
 }
 
 type ExpressRequest = IncomingMessage & { ip?: string; user?: { id?: unknown } } & Record<string, any>;
@@ -191,5 +236,6 @@ declare const sluice: {
   readonly express: typeof sluiceExpress;
   readonly fastify: typeof sluiceFastify;
   readonly fastifyHook: typeof sluiceFastifyHook;
+  readonly openAIUsage: typeof openAIUsage;
 };
 export default sluice;

@@ -38,6 +38,13 @@ type Options struct {
 	// Deny replaces the answer to a denied request (the rate-limit headers are already set;
 	// the chain is aborted after it). Default: sluiced's 429 problem+json body.
 	Deny func(c *gin.Context, d sluice.Decision)
+	// Charge, for a usage policy, makes a sluice.Meter for each request the chain serves
+	// (allowed, or let through by a failed check): the meter sees the body as it is written,
+	// and once the chain has returned, its amount is charged to the request's key and tier in
+	// the background, never delaying the response nor failing it (sluice.OpenAIUsage charges
+	// an OpenAI-compatible upstream's tokens; use it as func(c *gin.Context) sluice.Meter {
+	// return sluice.OpenAIUsage(c.Request) }). nil, or a nil Meter: nothing is charged.
+	Charge func(c *gin.Context) sluice.Meter
 }
 
 // Middleware checks every request with sluiced before the rest of the chain runs.
@@ -50,17 +57,21 @@ func Middleware(client *sluice.Client, opts Options) gin.HandlerFunc {
 		panic("sluicegin: Middleware needs Options.Policy")
 	}
 	return func(c *gin.Context) {
-		d, err := client.Check(c.Request.Context(), opts.check(c))
+		chk := opts.check(c)
+		d, err := client.Check(c.Request.Context(), chk)
 		if err != nil {
 			if opts.FailClosed {
 				sluice.WriteUnavailable(c.Writer)
 				c.Abort()
+				return
 			}
+			nextMetered(c, client, opts.Charge, chk)
 			return
 		}
 		sluice.CopyHeaders(c.Writer.Header(), d)
 		switch {
 		case d.Allowed:
+			nextMetered(c, client, opts.Charge, chk)
 			return
 		case d.Status == http.StatusTooManyRequests && opts.Deny != nil:
 			opts.Deny(c, d)
@@ -96,4 +107,45 @@ func (o *Options) check(c *gin.Context) sluice.Check {
 		chk.Endpoint = c.Request.URL.Path
 	}
 	return chk
+}
+
+// nextMetered runs the rest of the chain, and when charge gives a meter for c, shows it the
+// response and charges its amount to chk's policy, key and tier once the chain has returned.
+// Without a meter the chain runs after this middleware returns, as gin does by default.
+func nextMetered(c *gin.Context, client *sluice.Client, charge func(*gin.Context) sluice.Meter, chk sluice.Check) {
+	var m sluice.Meter
+	if charge != nil {
+		m = charge(c)
+	}
+	if m == nil {
+		return
+	}
+	w := &meteredWriter{ResponseWriter: c.Writer, meter: m}
+	c.Writer = w
+	c.Next()
+	c.Writer = w.ResponseWriter
+	// The context is reused once this returns: the charge takes copies.
+	client.ChargeInBackground(chk.Policy, chk.Key, chk.Tier, m, w.Status(), w.Header().Clone())
+}
+
+// meteredWriter passes gin's response through unchanged, showing its body to a meter.
+type meteredWriter struct {
+	gin.ResponseWriter
+	meter sluice.Meter
+}
+
+func (w *meteredWriter) Write(p []byte) (int, error) {
+	n, err := w.ResponseWriter.Write(p)
+	if n > 0 {
+		_, _ = w.meter.Write(p[:n])
+	}
+	return n, err
+}
+
+func (w *meteredWriter) WriteString(s string) (int, error) {
+	n, err := w.ResponseWriter.WriteString(s)
+	if n > 0 {
+		_, _ = w.meter.Write([]byte(s[:n]))
+	}
+	return n, err
 }

@@ -26,6 +26,8 @@ const DEFAULT_MAX_PENDING = 1024;
 /** sluiced's bodies are a few hundred bytes; a batch of 64 stays far below this. */
 const MAX_ANSWER_BYTES = 1 << 20;
 const MAX_BATCH = 64;
+const CHECK_PATH = '/v1/check';
+const CHARGE_PATH = '/v1/charge';
 /** Statuses whose body is a decision (or sluiced's fail-closed 503), not an error. */
 const DECISION_STATUSES = new Set([200, 429, 503]);
 /** A failure on a reused keep-alive socket before any answer: the daemon closed it. */
@@ -42,7 +44,8 @@ export class Decision {
   constructor(status, rawHeaders, body, json) {
     /** 200 allowed, 429 denied, 503 sluiced's fail-closed answer. */
     this.status = status;
-    this.allowed = status === 200;
+    // A charge answers 200 with allowed false when it left the key without room.
+    this.allowed = status === 200 && json.allowed !== false;
     /** @type {Record<string, string>} the rate-limit headers sluiced sent, to copy as they are */
     this.headers = {};
     for (const [lower, name] of HEADER_NAMES) {
@@ -63,6 +66,8 @@ export class Decision {
     this.results = Array.isArray(json.results) ? json.results : undefined;
     /** sluiced's error code on a 429 or 503 ("rate_limit_exceeded", "backend_unavailable"). */
     this.error = json.error;
+    /** What a key of a usage policy owes beyond its limit (0 when nothing); undefined otherwise. */
+    this.debt = json.debt;
   }
 }
 
@@ -138,6 +143,11 @@ export class SluiceClient {
     });
     /** Failed middleware checks: counted, and logged once per burst. */
     this.failures = options.failures ?? new FailureLog();
+    /** The middlewares' charges that were lost (the responses were served): counted, and logged once per burst. */
+    this.chargeFailures =
+      options.chargeFailures ?? new FailureLog({ what: 'charge(s)', log: options.failures?.log });
+    /** The middlewares' charges sluiced answered. */
+    this.charges = 0;
   }
 
   /** Where this client sends its checks: the socket path or the http origin. */
@@ -164,7 +174,35 @@ export class SluiceClient {
     } catch (error) {
       return Promise.reject(error);
     }
-    return this.#post(JSON.stringify(body), options?.timeoutMs ?? this.#timeoutMs);
+    return this.#post(JSON.stringify(body), options?.timeoutMs ?? this.#timeoutMs, CHECK_PATH);
+  }
+
+  /**
+   * Charges `amount` (what a request used; negative refunds) to `key` of the usage policy
+   * `policy` (`usage = true`). sluiced always debits, into debt when the key has less left, and
+   * answers with the body of a check: `allowed` says whether the key still has room for a
+   * request, `debt` what it owes beyond its limit. Rejects as `check` does (a policy that is not
+   * a usage policy: SluiceRequestError 400).
+   * @param {string} policy
+   * @param {string} key
+   * @param {number} amount
+   * @param {{tier?: string, timeoutMs?: number}} [options]
+   * @returns {Promise<Decision>}
+   */
+  charge(policy, key, amount, options) {
+    let body;
+    try {
+      requireText(policy, 'policy');
+      requireText(key, 'key');
+      if (!Number.isSafeInteger(amount)) {
+        throw new TypeError(`sluice charge: amount must be an integer, got ${amount}`);
+      }
+      body = { policy, key, amount };
+      if (options?.tier !== undefined && options.tier !== null) body.tier = String(options.tier);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    return this.#post(JSON.stringify(body), options?.timeoutMs ?? this.#timeoutMs, CHARGE_PATH);
   }
 
   /**
@@ -183,7 +221,7 @@ export class SluiceClient {
     } catch (error) {
       return Promise.reject(error);
     }
-    return this.#post(JSON.stringify(body), options?.timeoutMs ?? this.#timeoutMs);
+    return this.#post(JSON.stringify(body), options?.timeoutMs ?? this.#timeoutMs, CHECK_PATH);
   }
 
   /** Closes the pooled connections. Calls after this open new ones. */
@@ -194,9 +232,10 @@ export class SluiceClient {
   /**
    * @param {string} payload
    * @param {number} timeoutMs
+   * @param {string} path CHECK_PATH or CHARGE_PATH
    * @returns {Promise<Decision>}
    */
-  #post(payload, timeoutMs) {
+  #post(payload, timeoutMs, path) {
     if (this.#pending >= this.#maxPending) {
       return Promise.reject(
         new SluiceUnavailableError(
@@ -238,7 +277,7 @@ export class SluiceClient {
           ...this.#target,
           agent: this.#agent,
           method: 'POST',
-          path: '/v1/check',
+          path,
           headers: {
             'content-type': 'application/json',
             'content-length': Buffer.byteLength(payload),

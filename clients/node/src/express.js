@@ -27,9 +27,12 @@ export function sluiceExpress(options) {
   const limiter = createLimiter(options, { key: defaultKey, endpoint: expressEndpoint });
   const onDenied = limiter.onDenied ?? deny;
 
-  const answer = (req, res, next, decision) => {
+  const answer = (req, res, next, { decision, key, tier }) => {
     if (decision === null) {
-      if (!limiter.failClosed) return next();
+      if (!limiter.failClosed) {
+        limiter.meter(req, res, key, tier);
+        return next();
+      }
       res.statusCode = 503;
       res.setHeader('Retry-After', '1');
       res.setHeader('Content-Type', 'application/json');
@@ -37,7 +40,10 @@ export function sluiceExpress(options) {
       return res.end(UNAVAILABLE_BODY);
     }
     for (const name in decision.headers) res.setHeader(name, decision.headers[name]);
-    if (decision.status === 200) return next();
+    if (decision.status === 200) {
+      limiter.meter(req, res, key, tier);
+      return next();
+    }
     if (decision.status === 429) return onDenied(req, res, next, decision);
     // sluiced's own 503: a fail-closed policy whose backend is down. Passed on, never opened.
     res.statusCode = decision.status;
@@ -48,9 +54,9 @@ export function sluiceExpress(options) {
 
   const middleware = (req, res, next) => {
     limiter.decide(req).then(
-      (decision) => {
+      (decided) => {
         try {
-          answer(req, res, next, decision);
+          answer(req, res, next, decided);
         } catch (error) {
           next(error);
         }

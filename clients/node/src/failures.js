@@ -16,13 +16,21 @@ export class FailureLog {
   #lastLineAt = -Infinity;
   #intervalMs;
   #log;
+  #what;
 
   /**
-   * @param {{intervalMs?: number, log?: (line: string) => void}} [options]
+   * @param {{intervalMs?: number, log?: (line: string) => void, what?: string}} [options]
+   *   `what` names what failed in the log line (default "rate-limit check(s)")
    */
   constructor(options = {}) {
     this.#intervalMs = options.intervalMs ?? DEFAULT_INTERVAL_MS;
     this.#log = options.log ?? defaultLog;
+    this.#what = options.what ?? 'rate-limit check(s)';
+  }
+
+  /** The function lines are written to. */
+  get log() {
+    return this.#log;
   }
 
   /**
@@ -41,7 +49,7 @@ export class FailureLog {
     const what = error instanceof Error ? error.message : String(error);
     try {
       this.#log(
-        `sluice: ${count} rate-limit check(s) failed since the last report ` +
+        `sluice: ${count} ${this.#what} failed since the last report ` +
           `(${this.total} in all), ${outcome}; last error: ${what}`,
       );
     } catch {

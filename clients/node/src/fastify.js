@@ -26,9 +26,12 @@ export function sluiceFastifyHook(options) {
   const limiter = createLimiter(options, { key: defaultKey, endpoint: fastifyEndpoint });
   const onDenied = limiter.onDenied ?? deny;
 
-  const answer = (request, reply, done, decision) => {
+  const answer = (request, reply, done, { decision, key, tier }) => {
     if (decision === null) {
-      if (!limiter.failClosed) return done();
+      if (!limiter.failClosed) {
+        limiter.meter(request, reply.raw, key, tier);
+        return done();
+      }
       reply
         .code(503)
         .header('retry-after', '1')
@@ -37,7 +40,10 @@ export function sluiceFastifyHook(options) {
       return undefined;
     }
     for (const name in decision.headers) reply.header(name, decision.headers[name]);
-    if (decision.status === 200) return done();
+    if (decision.status === 200) {
+      limiter.meter(request, reply.raw, key, tier);
+      return done();
+    }
     // Answering from a callback hook: send, and do not call done.
     if (decision.status === 429) return onDenied(request, reply, decision);
     // sluiced's own 503: a fail-closed policy whose backend is down. Passed on, never opened.
@@ -47,9 +53,9 @@ export function sluiceFastifyHook(options) {
 
   return function sluiceOnRequest(request, reply, done) {
     limiter.decide(request).then(
-      (decision) => {
+      (decided) => {
         try {
-          answer(request, reply, done, decision);
+          answer(request, reply, done, decided);
         } catch (error) {
           done(error);
         }

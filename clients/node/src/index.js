@@ -7,25 +7,32 @@ import { SluiceError, SluiceRequestError, SluiceUnavailableError } from './error
 import { sluiceExpress } from './express.js';
 import { FailureLog } from './failures.js';
 import { sluiceFastify, sluiceFastifyHook } from './fastify.js';
+import { OpenAIUsage, openAIUsage } from './usage.js';
 
 export {
   Decision,
   FailureLog,
+  OpenAIUsage,
   RATE_LIMIT_HEADERS,
   SluiceClient,
   SluiceError,
   SluiceRequestError,
   SluiceUnavailableError,
+  openAIUsage,
   sluiceExpress,
   sluiceFastify,
   sluiceFastifyHook,
 };
 
-/** `new sluice.Client(...)`, `sluice.express(...)`, `sluice.fastify`, `sluice.fastifyHook(...)`. */
+/**
+ * `new sluice.Client(...)`, `sluice.express(...)`, `sluice.fastify`, `sluice.fastifyHook(...)`,
+ * `sluice.openAIUsage` (a `charge` option).
+ */
 const sluice = Object.freeze({
   Client: SluiceClient,
   express: sluiceExpress,
   fastify: sluiceFastify,
   fastifyHook: sluiceFastifyHook,
+  openAIUsage,
 });
 export default sluice;

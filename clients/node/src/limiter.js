@@ -3,6 +3,7 @@
 // framework file only says how its framework names the user, the address and the route, and how
 // it writes an answer.
 
+import { meterResponse } from './charges.js';
 import { SluiceClient } from './client.js';
 
 /** The body of the middleware's own 503 when it fails closed. */
@@ -51,6 +52,9 @@ export function createLimiter(options, defaults) {
   if (options.onDenied !== undefined && typeof options.onDenied !== 'function') {
     throw new TypeError('sluice middleware: options.onDenied must be a function');
   }
+  if (options.charge !== undefined && typeof options.charge !== 'function') {
+    throw new TypeError('sluice middleware: options.charge must be a function of the request returning a meter');
+  }
   const keyOf = options.key ?? defaults.key;
   const costOf = perRequest(options.cost, 'cost');
   const tierOf = perRequest(options.tier, 'tier');
@@ -58,6 +62,7 @@ export function createLimiter(options, defaults) {
   const failClosed = options.failClosed === true;
   const outcome = failClosed ? 'failing closed' : 'failing open';
   const timeoutMs = options.timeoutMs;
+  const chargeOf = options.charge;
 
   return {
     client,
@@ -65,22 +70,40 @@ export function createLimiter(options, defaults) {
     onDenied: options.onDenied,
     /**
      * sluiced's decision for this request, or null when none could be had (counted and logged
-     * by the client's FailureLog; the caller then fails open or closed).
-     * @returns {Promise<import('./client.js').Decision | null>}
+     * by the client's FailureLog; the caller then fails open or closed), with the key and tier
+     * asked about (undefined when they could not be had).
+     * @returns {Promise<{decision: import('./client.js').Decision | null, key?: string, tier?: string}>}
      */
     async decide(req) {
+      let key;
+      let tier;
       try {
-        const key = await keyOf(req);
-        return await client.check(policy, key, {
+        key = await keyOf(req);
+        tier = tierOf?.(req);
+        const decision = await client.check(policy, key, {
           cost: costOf?.(req),
-          tier: tierOf?.(req),
+          tier,
           endpoint: endpointOf(req),
           timeoutMs,
         });
+        return { decision, key, tier };
       } catch (error) {
         client.failures.record(error, outcome);
-        return null;
+        return { decision: null, key, tier };
       }
+    },
+    /**
+     * Before the app serves a request: with a `charge` option giving a meter for it, meters
+     * `res` and charges the amount to the request's key and tier once it has been sent.
+     * @param {any} req
+     * @param {import('node:http').ServerResponse} res
+     * @param {string | undefined} key
+     * @param {string | undefined} tier
+     */
+    meter(req, res, key, tier) {
+      if (chargeOf === undefined || typeof key !== 'string') return;
+      const meter = chargeOf(req);
+      if (meter) meterResponse(client, res, meter, { policy, key, tier });
     },
   };
 }

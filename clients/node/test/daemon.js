@@ -234,3 +234,30 @@ window = "7d"
 fail = "open"
 `;
 }
+
+/**
+ * A usage policy of 100 tokens a week (windows aligned to unix time: no edge inside a test run
+ * in practice), and a policy that is not one.
+ */
+export function usageConfig(socketPath) {
+  return `
+[listen]
+unix = "${socketPath}"
+http = ""
+shutdown_timeout = "1s"
+
+[backend]
+kind = "memory"
+
+[policies.tokens]
+algorithm = "fixed_window"
+limit = 100
+window = "7d"
+usage = true
+
+[policies.plain]
+algorithm = "fixed_window"
+limit = 100
+window = "7d"
+`;
+}

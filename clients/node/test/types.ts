@@ -7,6 +7,7 @@ import Fastify from 'fastify';
 import sluice, {
   Decision,
   FailureLog,
+  OpenAIUsage,
   RATE_LIMIT_HEADERS,
   SluiceClient,
   SluiceRequestError,
@@ -14,7 +15,9 @@ import sluice, {
   sluiceExpress,
   sluiceFastify,
   sluiceFastifyHook,
+  openAIUsage,
   type Check,
+  type Meter,
   type ClientOptions,
   type RateLimitHeader,
 } from '@sluice/client';
@@ -64,6 +67,25 @@ const fastify = Fastify();
 fastify.register(sluiceFastify, { client, policy: 'public', failClosed: true });
 fastify.get('/search', { onRequest: sluiceFastifyHook({ client, policy: 'search', cost: 5 }) }, async () => 'ok');
 
+// Usage budgets: a charge, and the middlewares' charge option.
+async function charge(): Promise<number> {
+  const d: Decision = await client.charge('llm_tokens', 'user:1', 1830, { tier: 'pro' });
+  const lost: number = client.chargeFailures.total + client.charges;
+  return (d.debt ?? 0) + lost;
+}
+const byHeader = (): Meter => ({
+  write: () => undefined,
+  amount: (_status, headers) => Number(headers['x-tokens'] ?? 0),
+});
+fastify.register(sluiceFastify, { client, policy: 'llm_tokens', charge: openAIUsage });
+http.createServer((req, res) =>
+  sluiceExpress({ client, policy: 'llm_tokens', charge: sluice.openAIUsage })(req, res, () => res.end('ok')),
+);
+const meter: Meter = new OpenAIUsage();
+fastify.get('/v1/tokens', { onRequest: sluiceFastifyHook({ client, policy: 'llm_tokens', charge: byHeader }) }, async () => 'ok');
+
+void charge;
+void meter;
 void decide;
 void classify;
 void names;

@@ -50,6 +50,21 @@ limit = 1000
 window = "1h"
 """
 
+# A usage policy of 100 tokens a week (a fixed window aligned to unix time: no window edge
+# inside a test run in practice), and a policy that is not one.
+USAGE_POLICIES = """
+[policies.tokens]
+algorithm = "fixed_window"
+limit = 100
+window = "7d"
+usage = true
+
+[policies.plain]
+algorithm = "fixed_window"
+limit = 100
+window = "7d"
+"""
+
 # A redis backend on a closed loopback port: every check is a backend failure.
 DOWN_POLICIES = """
 [policies.shut]
@@ -235,6 +250,14 @@ def down_daemon(sluiced_bin: str, workdir: Path) -> Iterator[Daemon]:
 def fresh_daemon(sluiced_bin: str, workdir: Path) -> Iterator[Daemon]:
     """A daemon of the test's own, for stopping, pausing and restarting."""
     d = Daemon(sluiced_bin, workdir, unique("fresh"), 'kind = "memory"', MEMORY_POLICIES).start()
+    yield d
+    d.stop()
+
+
+@pytest.fixture
+def usage_daemon(sluiced_bin: str, workdir: Path) -> Iterator[Daemon]:
+    """A daemon of the test's own with USAGE_POLICIES, for charging, pausing and stopping."""
+    d = Daemon(sluiced_bin, workdir, unique("usage"), 'kind = "memory"', USAGE_POLICIES).start()
     yield d
     d.stop()
 

@@ -81,6 +81,7 @@
 pub mod clock;
 pub mod config_watch;
 pub mod daemon;
+pub(crate) mod events;
 pub(crate) mod exposition;
 pub(crate) mod histogram;
 pub(crate) mod http;

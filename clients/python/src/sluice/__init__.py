@@ -4,6 +4,9 @@
 over its Unix socket or TCP with a bounded keep-alive pool; ``SluiceMiddleware`` (ASGI:
 Starlette, FastAPI) and ``SluiceWSGIMiddleware`` (WSGI: Flask, Django) rate-limit every
 request with them, copying sluiced's headers onto every answer and failing open by default.
+For usage policies, ``charge()`` debits what a request used, and the middlewares' ``charge=``
+meters a response (``OpenAIUsage``: an OpenAI-compatible upstream's tokens) and charges it in
+the background after the response.
 """
 
 from ._answer import (
@@ -16,6 +19,7 @@ from ._answer import (
 )
 from ._middleware import FailMode
 from ._stats import Stats
+from ._usage import Meter, OpenAIUsage
 from .aio import AsyncClient
 from .asgi import SluiceMiddleware
 from .client import Client
@@ -27,6 +31,8 @@ __all__ = [
     "Client",
     "Decision",
     "FailMode",
+    "Meter",
+    "OpenAIUsage",
     "SluiceError",
     "SluiceMiddleware",
     "SluiceRequestError",

@@ -31,6 +31,8 @@ MAX_BODY = 1 << 20
 DEFAULT_SOCKET = "/tmp/sluiced.sock"
 DEFAULT_TIMEOUT = 0.05
 DEFAULT_POOL_SIZE = 8
+CHECK_PATH = "/v1/check"
+CHARGE_PATH = "/v1/charge"
 
 
 class SluiceError(Exception):
@@ -68,12 +70,15 @@ class Check:
 
     policy: str
     key: str
-    cost: int = 1
+    #: None: sluiced's default (1, or 0 on a usage policy: the check only asks).
+    cost: Optional[int] = None
     tier: Optional[str] = None
     endpoint: Optional[str] = None
 
     def as_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"policy": self.policy, "key": self.key, "cost": self.cost}
+        out: dict[str, Any] = {"policy": self.policy, "key": self.key}
+        if self.cost is not None:
+            out["cost"] = self.cost
         if self.tier is not None:
             out["tier"] = self.tier
         if self.endpoint is not None:
@@ -102,14 +107,25 @@ class Decision:
     degraded: bool = False
     policy: Optional[str] = None
     delay_ms: Optional[int] = None
+    #: What a key of a usage policy owes beyond its limit (0 when nothing); None for other policies.
+    debt: Optional[int] = None
     headers: Tuple[Tuple[str, str], ...] = ()
     body: bytes = b""
     content_type: str = "application/json"
     results: Tuple["Decision", ...] = field(default=())
 
 
-def check_body(policy: str, key: str, cost: int, tier: Optional[str], endpoint: Optional[str]) -> bytes:
+def check_body(policy: str, key: str, cost: Optional[int], tier: Optional[str], endpoint: Optional[str]) -> bytes:
     return encode(Check(policy, key, cost, tier, endpoint).as_json())
+
+
+def charge_body(policy: str, key: str, amount: int, tier: Optional[str]) -> bytes:
+    if not isinstance(amount, int) or isinstance(amount, bool):
+        raise ValueError(f"charge amount must be an integer, not {type(amount).__name__}")
+    doc: dict[str, Any] = {"policy": policy, "key": key, "amount": amount}
+    if tier is not None:
+        doc["tier"] = tier
+    return encode(doc)
 
 
 def batch_body(checks: Sequence[CheckLike]) -> bytes:
@@ -165,6 +181,7 @@ def _from_doc(
         degraded=doc.get("degraded") is True or headers.get("x-ratelimit-degraded") == "1",
         policy=policy if isinstance(policy, str) else None,
         delay_ms=_int(doc, "delay_ms", {}, ""),
+        debt=_int(doc, "debt", {}, ""),
         headers=copied,
         body=body,
         content_type=content_type,

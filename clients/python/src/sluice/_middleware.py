@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 from typing import Callable, Generic, Iterable, List, Literal, Optional, Tuple, TypeVar, Union
 
+from ._usage import Meter
+
 R = TypeVar("R")
 
 #: A value given once for the middleware, or computed from each request.
@@ -37,23 +39,28 @@ class Options(Generic[R]):
         self,
         policy: str,
         key: Optional[Callable[[R], str]],
-        cost: PerRequest[int],
+        cost: PerRequest[Optional[int]],
         tier: PerRequest[Optional[str]],
         endpoint: PerRequest[Optional[str]],
         fail: FailMode,
+        charge: Optional[Callable[[R], Optional[Meter]]] = None,
     ) -> None:
         if not isinstance(policy, str) or not policy:
             raise ValueError("policy must be a non-empty string")
         if fail not in ("open", "closed"):
             raise ValueError(f"fail must be 'open' or 'closed', not {fail!r}")
-        if not callable(cost) and (not isinstance(cost, int) or cost < 0):
-            raise ValueError("cost must be an integer >= 0 or a function of the request")
+        if cost is not None and not callable(cost) and (not isinstance(cost, int) or cost < 0):
+            raise ValueError("cost must be an integer >= 0, None or a function of the request")
+        if charge is not None and not callable(charge):
+            raise ValueError("charge must be a function of the request returning a meter")
         self.policy = policy
         self.key = key
         self.cost = cost
         self.tier = tier
         self.endpoint = endpoint
         self.fail_open = fail == "open"
+        #: Makes the meter of each served request, whose amount is charged after the response.
+        self.charge = charge
 
 
 def merge_headers(

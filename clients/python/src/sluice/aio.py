@@ -17,11 +17,14 @@ from ._answer import (
     DEFAULT_POOL_SIZE,
     DEFAULT_TIMEOUT,
     MAX_BODY,
+    CHARGE_PATH,
+    CHECK_PATH,
     CheckLike,
     Decision,
     SluiceTimeout,
     SluiceUnavailable,
     batch_body,
+    charge_body,
     check_body,
     parse_answer,
 )
@@ -104,18 +107,24 @@ class AsyncClient(_ClientSettings):
         self,
         policy: str,
         key: str,
-        cost: int = 1,
+        cost: Optional[int] = None,
         tier: Optional[str] = None,
         endpoint: Optional[str] = None,
         *,
         timeout: Optional[float] = None,
     ) -> Decision:
         """Ask sluiced whether ``key`` may spend ``cost`` under ``policy`` (see Client.check)."""
-        return await self._post(check_body(policy, key, cost, tier, endpoint), timeout)
+        return await self._post(CHECK_PATH, check_body(policy, key, cost, tier, endpoint), timeout)
 
     async def check_batch(self, checks: Sequence[CheckLike], *, timeout: Optional[float] = None) -> Decision:
         """All-or-nothing batch (at most 64 checks): ``results`` holds one Decision per check."""
-        return await self._post(batch_body(checks), timeout)
+        return await self._post(CHECK_PATH, batch_body(checks), timeout)
+
+    async def charge(
+        self, policy: str, key: str, amount: int, tier: Optional[str] = None, *, timeout: Optional[float] = None
+    ) -> Decision:
+        """Charge ``amount`` to ``key`` of a usage policy (see Client.charge)."""
+        return await self._post(CHARGE_PATH, charge_body(policy, key, amount, tier), timeout)
 
     async def aclose(self) -> None:
         """Close the idle connections; later calls open new ones."""
@@ -129,14 +138,14 @@ class AsyncClient(_ClientSettings):
     async def __aexit__(self, *exc: Any) -> None:
         await self.aclose()
 
-    async def _post(self, body: bytes, timeout: Optional[float]) -> Decision:
+    async def _post(self, path: str, body: bytes, timeout: Optional[float]) -> Decision:
         budget = self.timeout if timeout is None else timeout
         try:
             if _HAS_ASYNCIO_TIMEOUT:
                 async with asyncio.timeout(budget):  # type: ignore[attr-defined,unused-ignore]
-                    status, headers, data = await self._exchange(body)
+                    status, headers, data = await self._exchange(path, body)
             else:
-                status, headers, data = await asyncio.wait_for(self._exchange(body), budget)
+                status, headers, data = await asyncio.wait_for(self._exchange(path, body), budget)
         except asyncio.TimeoutError as exc:
             raise SluiceTimeout(f"sluiced did not answer within {budget * 1000:.0f} ms") from exc
         return parse_answer(status, headers, data)
@@ -160,9 +169,10 @@ class AsyncClient(_ClientSettings):
             raise SluiceUnavailable(f"sluiced at {self.address} cannot be reached: {type(exc).__name__}: {exc}") from exc
         return _Conn(reader, writer)
 
-    async def _exchange(self, body: bytes) -> Answer:
+    async def _exchange(self, path: str, body: bytes) -> Answer:
         pool = self._current_pool()
-        request = b"POST /v1/check HTTP/1.1\r\nHost: sluiced\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (
+        request = b"POST %s HTTP/1.1\r\nHost: sluiced\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (
+            path.encode("ascii"),
             len(body),
             body,
         )

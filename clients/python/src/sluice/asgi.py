@@ -11,8 +11,10 @@ import inspect
 from typing import Any, Awaitable, Callable, Dict, List, MutableMapping, Optional, Tuple
 
 from ._answer import Decision, SluiceError
+from ._charges import AsyncCharges
 from ._middleware import FAIL_CLOSED_BODY, FAIL_CLOSED_HEADERS, FailMode, Options, PROBLEM_JSON, PerRequest
 from ._stats import Stats
+from ._usage import Meter
 from .aio import AsyncClient
 
 Scope = MutableMapping[str, Any]
@@ -102,6 +104,13 @@ class SluiceMiddleware:
     ``"closed"``; ``on_denied(scope, decision)`` returning an ASGI app (a Starlette
     ``Response`` is one) to replace the 429 answer. sluiced's rate-limit headers are added to
     every answer, the replacement's included.
+
+    ``charge(scope)``, for a usage policy, returns a :class:`sluice.Meter` for each request the
+    app serves (allowed, or let through by a failed check), or None: the meter is fed every
+    body message as it is sent, and once the last one is, its amount is charged to the
+    request's key and tier in an asyncio task, never delaying the response nor failing it
+    (lost charges: ``stats.charge_failures``). ``charge=OpenAIUsage`` charges an
+    OpenAI-compatible upstream's tokens.
     """
 
     def __init__(
@@ -111,41 +120,44 @@ class SluiceMiddleware:
         client: AsyncClient,
         policy: str,
         key: Optional[Callable[[Scope], Any]] = None,
-        cost: PerRequest[int] = 1,
+        cost: PerRequest[Optional[int]] = None,
         tier: PerRequest[Optional[str]] = None,
         endpoint: PerRequest[Optional[str]] = None,
         fail: FailMode = "open",
         on_denied: Optional[Callable[[Scope, Decision], ASGIApp]] = None,
         stats: Optional[Stats] = None,
+        charge: Optional[Callable[[Scope], Optional[Meter]]] = None,
     ) -> None:
         self.app = app
         self.client = client
-        self.options: Options[Scope] = Options(policy, key, cost, tier, endpoint, fail)
+        self.options: Options[Scope] = Options(policy, key, cost, tier, endpoint, fail, charge)
         self.on_denied = on_denied
         #: Failure counters; the client's by default, so ``client.stats`` shows them.
         self.stats = stats or client.stats
+        self._charges = AsyncCharges(client, self.stats)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         opts = self.options
+        key: Optional[str] = None
+        tier: Optional[str] = None
         try:
             key = await _value(opts.key, scope) if opts.key is not None else default_key(scope)
             endpoint = await _value(opts.endpoint, scope) if opts.endpoint is not None else route_pattern(scope)
-            decision = await self.client.check(
-                opts.policy, key, await _value(opts.cost, scope), await _value(opts.tier, scope), endpoint
-            )
+            tier = await _value(opts.tier, scope)
+            decision = await self.client.check(opts.policy, key, await _value(opts.cost, scope), tier, endpoint)
         except SluiceError as exc:
             self.stats.record_failure(exc, opts.fail_open)
             if opts.fail_open:
-                await self.app(scope, receive, send)
+                await self._serve(scope, receive, send, key, tier)
             else:
                 await _answer(send, 503, _raw(FAIL_CLOSED_HEADERS), FAIL_CLOSED_BODY)
             return
         extra = _raw(decision.headers)
         if decision.status == 200:
-            await self.app(scope, receive, _with_headers(send, extra))
+            await self._serve(scope, receive, _with_headers(send, extra), key, tier)
         elif decision.status == 429 and self.on_denied is not None:
             await self.on_denied(scope, decision)(scope, receive, _with_headers(send, extra))
         else:  # 429, or sluiced's own 503 (a fail-closed policy), passed through as sent
@@ -155,6 +167,31 @@ class SluiceMiddleware:
                 (b"content-length", str(len(decision.body)).encode("latin-1")),
             ]
             await _answer(send, decision.status, head + extra, decision.body)
+
+
+    async def _serve(self, scope: Scope, receive: Receive, send: Send, key: Optional[str], tier: Optional[str]) -> None:
+        """The app, with the response metered and charged after its last body message when
+        ``charge`` gives a meter."""
+        meter = self.options.charge(scope) if self.options.charge is not None and key is not None else None
+        if meter is None:
+            await self.app(scope, receive, send)
+            return
+        head: Dict[str, Any] = {"status": 200, "headers": []}
+        charged = False
+
+        async def metered(message: Message) -> None:
+            nonlocal charged
+            await send(message)
+            if message["type"] == "http.response.start":
+                head["status"] = int(message["status"])
+                head["headers"] = [(n.decode("latin-1"), v.decode("latin-1")) for n, v in message.get("headers", ())]
+            elif message["type"] == "http.response.body":
+                meter.feed(bytes(message.get("body", b"")))
+                if not message.get("more_body", False) and not charged:
+                    charged = True
+                    self._charges.send(self.options.policy, str(key), tier, meter, head["status"], head["headers"])
+
+        await self.app(scope, receive, metered)
 
 
 def _with_headers(send: Send, extra: RawHeaders) -> Send:

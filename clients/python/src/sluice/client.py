@@ -16,12 +16,15 @@ from ._answer import (
     DEFAULT_POOL_SIZE,
     DEFAULT_TIMEOUT,
     MAX_BODY,
+    CHARGE_PATH,
+    CHECK_PATH,
     Address,
     CheckLike,
     Decision,
     SluiceTimeout,
     SluiceUnavailable,
     batch_body,
+    charge_body,
     check_body,
     parse_answer,
 )
@@ -77,23 +80,35 @@ class Client(_ClientSettings):
         self,
         policy: str,
         key: str,
-        cost: int = 1,
+        cost: Optional[int] = None,
         tier: Optional[str] = None,
         endpoint: Optional[str] = None,
         *,
         timeout: Optional[float] = None,
     ) -> Decision:
-        """Ask sluiced whether ``key`` may spend ``cost`` under ``policy``.
+        """Ask sluiced whether ``key`` may spend ``cost`` under ``policy`` (None: sluiced's
+        default, 1; 0 on a usage policy, whose check only asks whether anything is left).
 
         Returns the Decision for a 200, 429 or 503 answer; raises SluiceRequestError for a
         refused check (bad input, unknown policy) and SluiceUnavailable (SluiceTimeout) when
         sluiced cannot be reached or answers nothing usable in time.
         """
-        return self._post(check_body(policy, key, cost, tier, endpoint), timeout)
+        return self._post(CHECK_PATH, check_body(policy, key, cost, tier, endpoint), timeout)
 
     def check_batch(self, checks: Sequence[CheckLike], *, timeout: Optional[float] = None) -> Decision:
         """All-or-nothing batch (at most 64 checks): ``results`` holds one Decision per check."""
-        return self._post(batch_body(checks), timeout)
+        return self._post(CHECK_PATH, batch_body(checks), timeout)
+
+    def charge(
+        self, policy: str, key: str, amount: int, tier: Optional[str] = None, *, timeout: Optional[float] = None
+    ) -> Decision:
+        """Charge ``amount`` (what a request used; negative refunds) to ``key`` of the usage
+        policy ``policy`` (``usage = true``). sluiced always debits, into debt when the key has
+        less left, and answers 200 with the body of a check: ``allowed`` says whether the key
+        still has room for a request, ``debt`` what it owes beyond its limit. Raises as
+        :meth:`check` does (a policy that is not a usage policy: SluiceRequestError 400).
+        """
+        return self._post(CHARGE_PATH, charge_body(policy, key, amount, tier), timeout)
 
     def close(self) -> None:
         """Close the idle connections; later calls open new ones."""
@@ -113,18 +128,18 @@ class Client(_ClientSettings):
             return _UnixHTTPConnection(self.address.unix, timeout)
         return http.client.HTTPConnection(self.address.host, self.address.port, timeout=timeout)
 
-    def _post(self, body: bytes, timeout: Optional[float]) -> Decision:
+    def _post(self, path: str, body: bytes, timeout: Optional[float]) -> Decision:
         budget = self.timeout if timeout is None else timeout
         deadline = time.monotonic() + budget
         if not self._slots.acquire(timeout=budget):
             raise SluiceTimeout(f"no free connection to sluiced within {budget * 1000:.0f} ms")
         try:
-            status, headers, data = self._exchange(body, deadline, budget)
+            status, headers, data = self._exchange(path, body, deadline, budget)
         finally:
             self._slots.release()
         return parse_answer(status, headers, data)
 
-    def _exchange(self, body: bytes, deadline: float, budget: float) -> Tuple[int, List[Tuple[str, str]], bytes]:
+    def _exchange(self, path: str, body: bytes, deadline: float, budget: float) -> Tuple[int, List[Tuple[str, str]], bytes]:
         for attempt in (0, 1):
             with self._lock:
                 conn = self._idle.pop() if self._idle else None
@@ -143,7 +158,7 @@ class Client(_ClientSettings):
                 if conn.sock is not None:
                     conn.sock.settimeout(remaining)
             try:
-                conn.request("POST", "/v1/check", body, _HEADERS)
+                conn.request("POST", path, body, _HEADERS)
                 resp = conn.getresponse()
                 data = resp.read(MAX_BODY + 1)
             except socket.timeout as exc:

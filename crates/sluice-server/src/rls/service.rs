@@ -249,14 +249,7 @@ impl RlsService {
     async fn decide(&self, matched: &[Matched]) -> Result<Vec<Verdict>, Status> {
         let inputs: Vec<CheckInput<'_>> = matched
             .iter()
-            .map(|m| CheckInput {
-                policy: &m.policy.name,
-                key: &m.key,
-                cost: Some(m.cost),
-                tier: None,
-                endpoint: None,
-                mode: m.mode,
-            })
+            .map(|m| CheckInput::descriptor(&m.policy.name, &m.key, m.cost, m.mode))
             .collect();
         let now_ms = self.app.clock.now_ms();
         let (charges, checks): (Vec<usize>, Vec<usize>) =

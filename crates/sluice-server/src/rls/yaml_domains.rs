@@ -108,16 +108,9 @@ pub async fn answer(
     }
     let inputs: Vec<CheckInput<'_>> = counted
         .iter()
-        .map(|c| CheckInput {
-            policy: &c.limit.policy,
-            key: &c.key,
-            cost: Some(c.hits),
-            tier: None,
-            endpoint: None,
-            // A cost of 0 (a descriptor's own hits_addend 0) asks: counting every hit, the
-            // core answers it as envoyproxy/ratelimit does.
-            mode: Mode::Consume,
-        })
+        // A cost of 0 (a descriptor's own hits_addend 0) asks: counting every hit, the core
+        // answers it as envoyproxy/ratelimit does.
+        .map(|c| CheckInput::descriptor(&c.limit.policy, &c.key, c.hits, Mode::Consume))
         .collect();
     let verdicts = app
         .limiter

@@ -9,6 +9,7 @@ use sluice_store::{Check, Decided, Store, StoreError};
 use tracing::Span;
 
 use super::{Limiter, Route, within};
+use crate::events::BackendCallDone;
 use crate::telemetry;
 use sluice_config::policy::Scope;
 
@@ -103,8 +104,12 @@ impl Limiter {
     ) {
         if let (Some(backend), Some(started)) = (redis, started) {
             let seconds = started.elapsed().as_secs_f64();
-            self.metrics
-                .backend_call(backend, op, seconds, telemetry::trace_id(span));
+            self.metrics.emit(BackendCallDone {
+                backend,
+                op,
+                seconds,
+                trace: telemetry::trace_id(span),
+            });
         }
         if let Some(err) = err
             && err.is_backend_failure()

@@ -12,6 +12,7 @@ use super::denied::DeniedCache;
 use super::leases::{self, Leases, Take};
 use super::slots::Slot;
 use super::{LimitError, Limiter, Resolved, Started, Verdict};
+use crate::events::{AnsweredLocally, LeaseCalled, LeaseUnits};
 use crate::metrics::lease::{Source, Units};
 use sluice_config::policy::Scope;
 
@@ -50,14 +51,16 @@ impl Limiter {
         // debt is remembered denied until the moment an ask of 1 fits again.
         let mode = one.check.mode;
         let need = mode.need(cost);
-        let lease = &self.metrics.lease;
         if !mode.adjusts()
             && let Some(decision) = self
                 .local
                 .denied
                 .answer(&slot, &one.check.params, need, now_ms)
         {
-            lease.local(&one.policy.name, Source::DeniedCache);
+            self.metrics.emit(AnsweredLocally {
+                policy: &one.policy.name,
+                source: Source::DeniedCache,
+            });
             return Ok(self.verdict(one, decision, None, now_ms, started));
         }
         // Usage policies never lease: a lease would hand out what a charge must find.
@@ -69,14 +72,25 @@ impl Limiter {
                 .local
                 .leases
                 .take(&slot, one.check.params, cost, now_ms);
-            lease.units(&one.policy.name, Units::Expired, expired);
+            self.metrics.emit(LeaseUnits {
+                policy: &one.policy.name,
+                what: Units::Expired,
+                units: expired,
+            });
             match take {
                 Take::Local {
                     remaining,
                     reset_ms,
                 } => {
-                    lease.units(&one.policy.name, Units::Used, cost);
-                    lease.local(&one.policy.name, Source::Lease);
+                    self.metrics.emit(LeaseUnits {
+                        policy: &one.policy.name,
+                        what: Units::Used,
+                        units: cost,
+                    });
+                    self.metrics.emit(AnsweredLocally {
+                        policy: &one.policy.name,
+                        source: Source::Lease,
+                    });
                     let decision = Decision {
                         allowed: true,
                         limit: one.check.params.limit,
@@ -140,7 +154,7 @@ impl Limiter {
             ..one.check
         };
         if let Some(backend) = self.redis {
-            self.metrics.lease.call(backend);
+            self.metrics.emit(LeaseCalled { backend });
         }
         let name = &one.policy.name;
         match self
@@ -153,9 +167,17 @@ impl Limiter {
                     self.local
                         .leases
                         .granted(slot, g, one.check.cost, &decision, now_ms);
-                self.metrics.lease.units(name, Units::Expired, expired);
-                self.metrics.lease.units(name, Units::Granted, g);
-                self.metrics.lease.units(name, Units::Used, one.check.cost);
+                for (what, units) in [
+                    (Units::Expired, expired),
+                    (Units::Granted, g),
+                    (Units::Used, one.check.cost),
+                ] {
+                    self.metrics.emit(LeaseUnits {
+                        policy: name,
+                        what,
+                        units,
+                    });
+                }
                 Ok(Decision {
                     remaining,
                     ..decision
@@ -206,10 +228,18 @@ impl Limiter {
                     Units::Expired
                 }
             };
-            self.metrics.lease.units(name, outcome, unspent.units);
+            self.metrics.emit(LeaseUnits {
+                policy: name,
+                what: outcome,
+                units: unspent.units,
+            });
         }
         for (name, units) in expired {
-            self.metrics.lease.units(&name, Units::Expired, units);
+            self.metrics.emit(LeaseUnits {
+                policy: &name,
+                what: Units::Expired,
+                units,
+            });
         }
     }
 }

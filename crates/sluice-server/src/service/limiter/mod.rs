@@ -28,6 +28,7 @@ use sluice_core::{CheckError, Decision};
 use sluice_store::{Check, Store, StoreError, StoreExt};
 use tracing::Span;
 
+use crate::events::{DeniedKeysRatio, ReplicationPending};
 use crate::metrics::Metrics;
 use crate::service::compiled::Policy;
 use crate::service::snapshot::Snapshot;
@@ -87,6 +88,19 @@ pub struct CheckInput<'a> {
 }
 
 impl<'a> CheckInput<'a> {
+    /// `cost` for `key` under `policy` in `mode`, naming no tier or endpoint: a descriptor
+    /// of Envoy's rate-limit service.
+    pub fn descriptor(policy: &'a str, key: &'a str, cost: u64, mode: sluice_core::Mode) -> Self {
+        CheckInput {
+            policy,
+            key,
+            cost: Some(cost),
+            tier: None,
+            endpoint: None,
+            mode,
+        }
+    }
+
     /// A charge of `amount` to `key` of a usage policy (`POST /v1/charge`,
     /// `SLUICE.CHARGE`): a negative amount refunds. Refuses an amount beyond what every
     /// backend counts exactly (2^53), naming `amount`.
@@ -290,12 +304,15 @@ impl Limiter {
     pub fn refresh_gauges(&self, now_ms: u64) {
         if let Some(replicated) = &self.region.replicated {
             for (peer, pending) in replicated.pending() {
-                self.metrics.set_replication_pending(peer, pending);
+                self.metrics.emit(ReplicationPending { peer, pending });
             }
         }
         for name in self.snapshot.load().policies.names() {
             if let Some(ratio) = self.top.denied_keys_ratio(name, now_ms) {
-                self.metrics.denied_keys(name, ratio);
+                self.metrics.emit(DeniedKeysRatio {
+                    policy: name,
+                    ratio,
+                });
             }
         }
     }

@@ -6,6 +6,7 @@ use sluice_core::{CheckError, Decision, Mode};
 use sluice_store::StoreError;
 
 use super::{LimitError, Limiter, Resolved, Started, Verdict};
+use crate::events::{BackendFailed, FailModeApplied, ShadowRejected, UsageCounted};
 use crate::metrics::{PolicyTierLabels, RequestLabels};
 use sluice_config::policy::FailMode;
 
@@ -33,7 +34,9 @@ impl Limiter {
         let shadow = r.policy.shadow;
         let allowed = decision.allowed || shadow;
         if shadow && !decision.allowed {
-            self.metrics.shadow_rejected(&r.policy.name);
+            self.metrics.emit(ShadowRejected {
+                policy: &r.policy.name,
+            });
         }
         let mut decision = decision;
         if shadow {
@@ -62,20 +65,20 @@ impl Limiter {
         }
         match r.check.mode {
             // What a request used, charged after it: usage, not a request decided.
-            Mode::Charge => self.metrics.count_usage(
-                &r.policy.name,
-                r.policy.tier_label(r.tier_slot, &self.other, &self.none),
-                r.check.cost,
-            ),
+            Mode::Charge => self.metrics.emit(UsageCounted {
+                policy: &r.policy.name,
+                plan_tier: r.policy.tier_label(r.tier_slot, &self.other, &self.none),
+                units: r.check.cost,
+            }),
             Mode::Refund => {}
             Mode::Consume | Mode::Ask => {
                 if r.policy.usage && decision.allowed {
                     // A usage check's estimate, consumed when allowed, is usage too.
-                    self.metrics.count_usage(
-                        &r.policy.name,
-                        r.policy.tier_label(r.tier_slot, &self.other, &self.none),
-                        r.check.cost,
-                    );
+                    self.metrics.emit(UsageCounted {
+                        policy: &r.policy.name,
+                        plan_tier: r.policy.tier_label(r.tier_slot, &self.other, &self.none),
+                        units: r.check.cost,
+                    });
                 }
                 self.record(&r, allowed, started);
             }
@@ -135,15 +138,17 @@ impl Limiter {
                 field: field.to_owned(),
             });
         }
-        self.metrics
-            .backend_failed(self.store.kind().as_str(), err.kind());
+        self.metrics.emit(BackendFailed {
+            backend: self.store.kind().as_str(),
+            kind: err.kind(),
+        });
         let closed = resolved.iter().any(|r| r.policy.fail == FailMode::Closed);
         for r in &resolved {
-            if closed {
-                self.metrics.failed_closed(&r.policy.name, err.kind());
-            } else {
-                self.metrics.failed_open(&r.policy.name, err.kind());
-            }
+            self.metrics.emit(FailModeApplied {
+                policy: &r.policy.name,
+                reason: err.kind(),
+                open: !closed,
+            });
         }
         if closed {
             return Err(LimitError::BackendUnavailable);
