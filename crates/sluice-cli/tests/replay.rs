@@ -397,10 +397,20 @@ usage = true
     );
     assert_eq!(counts(&document, "llm", "none"), (6, 2));
     let llm = entry(&document, "llm", "none");
-    assert_eq!(
-        llm["denied_by"],
-        serde_json::json!([{"limit": "llm.1h", "rejected": 1}, {"limit": "llm.1d", "rejected": 1}])
-    );
+    let limits: Vec<(&str, u64, u64)> = llm["limits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| {
+            (
+                l["limit"].as_str().unwrap(),
+                l["rejected"].as_u64().unwrap(),
+                l["suggested_limit"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    // Each limit's suggestion in its own windows: 160 an hour, 240 a day.
+    assert_eq!(limits, [("llm.1h", 1, 160), ("llm.1d", 1, 240)]);
     // Tokens asked per hour: 160, then 80; one key, so the keys rule suggests 160 an hour.
     assert_eq!(llm["peak_rate"]["max"], 160);
     assert_eq!(llm["suggested_limit"], 160);
@@ -411,7 +421,7 @@ usage = true
     let text = stdout(&output);
     assert!(text.contains("(the keys rule;"), "{text}");
     assert!(
-        text.contains("denied by (none): llm.1h 1, llm.1d 1; bound most: llm.1h"),
+        text.contains("stacked limits (none), bound most: llm.1h"),
         "{text}"
     );
 }

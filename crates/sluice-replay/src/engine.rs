@@ -13,7 +13,7 @@ use crate::decide::decide_line;
 use crate::input::{LimitSpec, NO_TIER, OTHER_TIER, ReplayPolicy, StackedLimit};
 use crate::keys::KeyTable;
 use crate::report::model::{
-    CandidateReport, LimitDenials, PeakRate, PolicyReport, TOP_KEYS, TopKey,
+    CandidateReport, PeakRate, PolicyReport, StackedReport, TOP_KEYS, TopKey,
 };
 use crate::stats::{self, Timeline, WindowCounts};
 
@@ -120,8 +120,8 @@ struct Slot {
     limit: LimitSpec,
     /// Every limit, the first being `limit`: one, or the stacked ones.
     limits: Vec<LimitSpec>,
-    /// The stacked limits' labels and the rejections each caused; empty for one limit.
-    denied_by: Vec<(String, u64)>,
+    /// Of stacked limits, one per limit; empty for one limit.
+    stack: Vec<StackSlot>,
     candidate: Option<LimitSpec>,
     requests: u64,
     rejected: u64,
@@ -129,6 +129,16 @@ struct Slot {
     /// Requests in cost units.
     units: u64,
     timeline: Timeline,
+    windows: WindowCounts,
+}
+
+/// One stacked limit of a (policy, tier): its label, the rejections it caused, and (for the
+/// second limit on; the first's are the slot's) every closed (key, window) count.
+#[derive(Debug)]
+struct StackSlot {
+    label: String,
+    limit: LimitSpec,
+    rejected: u64,
     windows: WindowCounts,
 }
 
@@ -156,9 +166,12 @@ impl KeyTiers {
     fn get_or_insert(&mut self, slot: usize, window: u64) -> &mut KeyTier {
         let fresh = KeyTier {
             slot,
-            window,
-            count: 0,
-            peak: 0,
+            first: WindowPeak {
+                window,
+                count: 0,
+                peak: 0,
+            },
+            stacked: Vec::new(),
             rejected: 0,
             candidate_rejected: 0,
         };
@@ -181,16 +194,38 @@ impl KeyTiers {
 }
 
 /// One key under one (policy, tier).
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct KeyTier {
     slot: usize,
-    /// The aligned window being counted, and its count so far (cost units).
-    window: u64,
-    count: u64,
-    /// The highest count of any of its windows.
-    peak: u64,
+    /// Counted in the windows of the (first) limit.
+    first: WindowPeak,
+    /// Of stacked limits, the second's on, each in its own windows (empty for one limit).
+    stacked: Vec<WindowPeak>,
     rejected: u64,
     candidate_rejected: u64,
+}
+
+/// A key's count in the aligned window being counted (cost units), and the highest count of
+/// any of its windows.
+#[derive(Debug, Clone, Copy, Default)]
+struct WindowPeak {
+    window: u64,
+    count: u64,
+    peak: u64,
+}
+
+impl WindowPeak {
+    /// Counts `cost` in `window`; a later window (times only grow per key) closes the one
+    /// being counted into `closed`.
+    fn add(&mut self, window: u64, cost: u64, closed: &mut WindowCounts) {
+        if window != self.window {
+            closed.record(self.count);
+            self.window = window;
+            self.count = 0;
+        }
+        self.count += cost;
+        self.peak = self.peak.max(self.count);
+    }
 }
 
 impl PolicyRun {
@@ -248,8 +283,8 @@ impl PolicyRun {
             cost,
         );
         let allowed = outcome.allowed;
-        for (i, (_, denied)) in slot.denied_by.iter_mut().enumerate() {
-            *denied += u64::from(outcome.denied >> i & 1);
+        for (i, limit) in slot.stack.iter_mut().enumerate() {
+            limit.rejected += u64::from(outcome.denied >> i & 1);
         }
         // The candidate as every store judges it: a cost beyond its capacity would reject.
         let candidate_rejected = slot
@@ -257,14 +292,20 @@ impl PolicyRun {
             .is_some_and(|candidate| !judge(&candidate, &mut key.candidate, at_ms, cost).allowed);
         let window = window_index(&slot.limit, at_ms);
         let counters = key.tiers.get_or_insert(slot_index, window);
-        // Times only grow per key, so a later window closes the one being counted.
-        if window != counters.window {
-            slot.windows.record(counters.count);
-            counters.window = window;
-            counters.count = 0;
+        counters.first.add(window, cost, &mut slot.windows);
+        for (i, limit) in slot.stack.iter_mut().enumerate().skip(1) {
+            let window = window_index(&limit.limit, at_ms);
+            if counters.stacked.len() < i {
+                counters.stacked.resize(
+                    i,
+                    WindowPeak {
+                        window,
+                        ..WindowPeak::default()
+                    },
+                );
+            }
+            counters.stacked[i - 1].add(window, cost, &mut limit.windows);
         }
-        counters.count += cost;
-        counters.peak = counters.peak.max(counters.count);
         counters.rejected += u64::from(!allowed);
         counters.candidate_rejected += u64::from(candidate_rejected);
 
@@ -281,8 +322,11 @@ impl PolicyRun {
         for (id, key) in self.keys.iter().enumerate() {
             for counters in key.tiers.iter() {
                 let slot = &mut self.slots[counters.slot];
-                // The window still open at the end is closed now.
-                slot.windows.record(counters.count);
+                // The windows still open at the end are closed now.
+                slot.windows.record(counters.first.count);
+                for (limit, counted) in slot.stack.iter_mut().skip(1).zip(&counters.stacked) {
+                    limit.windows.record(counted.count);
+                }
                 per_slot[counters.slot].add(id as u32, counters);
             }
         }
@@ -339,7 +383,15 @@ impl Slot {
             label: label.to_owned(),
             limit: limits[0],
             limits,
-            denied_by: stack.iter().map(|s| (s.label.clone(), 0)).collect(),
+            stack: stack
+                .iter()
+                .map(|s| StackSlot {
+                    label: s.label.clone(),
+                    limit: s.params,
+                    rejected: 0,
+                    windows: WindowCounts::default(),
+                })
+                .collect(),
             candidate,
             requests: 0,
             rejected: 0,
@@ -355,6 +407,8 @@ impl Slot {
 #[derive(Debug, Default)]
 struct SlotKeys {
     peaks: Vec<u64>,
+    /// Of stacked limits, the second's on: every key's peak in its windows.
+    stacked_peaks: Vec<Vec<u64>>,
     keys_limited: u64,
     candidate_keys_limited: u64,
     /// (rejected, key id) of keys rejected at least once; likewise for the candidate.
@@ -364,7 +418,14 @@ struct SlotKeys {
 
 impl SlotKeys {
     fn add(&mut self, id: u32, counters: &KeyTier) {
-        self.peaks.push(counters.peak);
+        self.peaks.push(counters.first.peak);
+        if self.stacked_peaks.len() < counters.stacked.len() {
+            self.stacked_peaks
+                .resize_with(counters.stacked.len(), Vec::new);
+        }
+        for (peaks, counted) in self.stacked_peaks.iter_mut().zip(&counters.stacked) {
+            peaks.push(counted.peak);
+        }
         if counters.rejected > 0 {
             self.keys_limited += 1;
             self.rejecting.push((counters.rejected, id));
@@ -388,6 +449,33 @@ impl SlotKeys {
         let key_count = peaks.len() as u64;
         let suggested_limit =
             stats::suggested_limit(&peaks, &slot.windows.distribution(), max_reject, slot.units);
+        let peak_rate = peak_rate(&peaks);
+        let limits = slot
+            .stack
+            .iter()
+            .enumerate()
+            .map(|(i, limit)| {
+                let (peak_rate, suggested_limit) = match i.checked_sub(1) {
+                    None => (peak_rate, suggested_limit),
+                    Some(j) => {
+                        let mut peaks = self.stacked_peaks.get(j).cloned().unwrap_or_default();
+                        peaks.sort_unstable();
+                        let distribution = limit.windows.distribution();
+                        (
+                            self::peak_rate(&peaks),
+                            stats::suggested_limit(&peaks, &distribution, max_reject, slot.units),
+                        )
+                    }
+                };
+                StackedReport {
+                    limit: limit.label.clone(),
+                    rejected: limit.rejected,
+                    peak_rate,
+                    suggested_limit,
+                    params: limit.limit,
+                }
+            })
+            .collect();
         let candidate = slot.candidate.map(|limit| CandidateReport {
             requests: slot.requests,
             rejected: slot.candidate_rejected,
@@ -403,27 +491,25 @@ impl SlotKeys {
             rejected: slot.rejected,
             keys: key_count,
             keys_limited: self.keys_limited,
-            peak_rate: PeakRate {
-                p50: stats::percentile(&peaks, 50),
-                p90: stats::percentile(&peaks, 90),
-                p99: stats::percentile(&peaks, 99),
-                max: peaks.last().copied().unwrap_or(0),
-            },
+            peak_rate,
             suggested_limit,
             top: top(self.rejecting, keys),
             candidate,
-            denied_by: slot
-                .denied_by
-                .iter()
-                .map(|(limit, rejected)| LimitDenials {
-                    limit: limit.clone(),
-                    rejected: *rejected,
-                })
-                .collect(),
+            limits,
             limit: slot.limit,
             timeline: slot.timeline.clone(),
             peaks,
         }
+    }
+}
+
+/// p50/p90/p99/max of `peaks` (ascending).
+fn peak_rate(peaks: &[u64]) -> PeakRate {
+    PeakRate {
+        p50: stats::percentile(peaks, 50),
+        p90: stats::percentile(peaks, 90),
+        p99: stats::percentile(peaks, 99),
+        max: peaks.last().copied().unwrap_or(0),
     }
 }
 

@@ -51,8 +51,9 @@
 //! **Stacked limits.** A (policy, tier) with stacked limits ([`ReplayPolicy::stacks`]) is
 //! decided as the daemon decides it: each limit on its own state per key, allowed only when
 //! every one allows, all or none consuming. Its report counts, per limit, the requests it
-//! denied (`denied_by`; a request two limits denied counts under both), so it says which
-//! limit bound most; peak rates and the suggestion are counted in the first limit's windows.
+//! denied (a request two limits denied counts under both), so it says which limit bound
+//! most, and each limit's peak rates and suggestion in its own windows (`limits`); the row's
+//! own are the first limit's.
 //!
 //! **Usage policies.** A line of a usage policy ([`ReplayPolicy::usage`]) is a check that asks
 //! (allowed while every limit has at least 1 left, consuming nothing) and, when allowed, a
@@ -122,8 +123,8 @@ pub use input::{
 pub use replay::{ScanSummary, replay, scan};
 pub use report::format::{limit_text, thousands, window_text};
 pub use report::model::{
-    CandidateReport, LimitDenials, PeakRate, PolicyReport, Report, ReportDetails, TOP_KEYS, TopKey,
-    UNPARSED_TEXT_CHARS, UnparsedLine,
+    CandidateReport, PeakRate, PolicyReport, Report, ReportDetails, StackedReport, TOP_KEYS,
+    TopKey, UNPARSED_TEXT_CHARS, UnparsedLine,
 };
 pub use report::{render_html, render_text};
 pub use time::{format_nginx_time, format_rfc3339_millis, format_utc_seconds};

@@ -9,9 +9,7 @@ mod common;
 
 use common::*;
 use sluice_core::{Algorithm, Calendar, CalendarUnit, Params};
-use sluice_replay::{
-    Format, LimitDenials, ReplayOptions, ReplayPolicy, StackedLimit, render_html, render_text,
-};
+use sluice_replay::{Format, ReplayOptions, ReplayPolicy, StackedLimit, render_html, render_text};
 
 fn stacked(policy: &str, limits: &[(Params, &str)]) -> ReplayPolicy {
     let mut replay = ReplayPolicy::new(policy, limits[0].0);
@@ -45,26 +43,39 @@ fn stacked_limits_are_decided_all_or_nothing_and_name_the_limit_that_bound() {
     let report = run(&[policy], &[file], &csv_options());
     let api = row(&report, "api", "none");
     assert_eq!((api.requests, api.rejected), (60, 35));
+    let limits: Vec<(&str, u64, u64, Option<u64>)> = api
+        .limits
+        .iter()
+        .map(|l| {
+            (
+                l.limit.as_str(),
+                l.rejected,
+                l.peak_rate.max,
+                l.suggested_limit,
+            )
+        })
+        .collect();
+    // Each limit's peaks in its own windows (20 a second, 60 a minute, in requests asked);
+    // one key, so the keys rule suggests each peak.
     assert_eq!(
-        api.denied_by,
-        vec![
-            LimitDenials {
-                limit: "api.1s".into(),
-                rejected: 20
-            },
-            LimitDenials {
-                limit: "api.1m".into(),
-                rejected: 15
-            },
-        ]
+        limits,
+        [("api.1s", 20, 20, Some(20)), ("api.1m", 15, 60, Some(60))]
     );
+    assert_eq!(api.peak_rate.max, 20);
     assert_eq!(api.bound_most().unwrap().limit, "api.1s");
     let json = serde_json::to_value(&report).unwrap();
-    assert_eq!(json["policies"][0]["denied_by"][1]["rejected"], 15);
+    assert_eq!(json["policies"][0]["limits"][1]["rejected"], 15);
+    assert_eq!(json["policies"][0]["limits"][1]["suggested_limit"], 60);
     assert!(json.get("max_reject").is_none());
     let text = render_text(&report);
     assert!(
-        text.contains("denied by (none): api.1s 20, api.1m 15; bound most: api.1s"),
+        text.contains("stacked limits (none), bound most: api.1s"),
+        "{text}"
+    );
+    let minute = text.lines().find(|l| l.contains("api.1m")).unwrap();
+    assert_eq!(
+        minute.split_whitespace().collect::<Vec<_>>(),
+        ["api.1m", "fixed_window", "25/1m", "15", "60/60/60/60", "60"],
         "{text}"
     );
     assert!(text.contains("+1 stacked"), "{text}");

@@ -34,7 +34,7 @@ pub fn rule_text(max_reject: Option<f64>) -> String {
 
 /// A stacked row's limit: the first limit and how many more stack on it.
 pub fn stacked_limit_text(row: &PolicyReport) -> String {
-    match row.denied_by.len() {
+    match row.limits.len() {
         0 | 1 => limit_text(&row.limit),
         n => format!("{} +{} stacked", limit_text(&row.limit), n - 1),
     }

@@ -231,6 +231,38 @@ fn tier_table(page: &mut String, rows: &[&PolicyReport]) {
     page.push_str("</table></div>\n");
 }
 
+/// A stacked tier's limits: each one's rejections, peak rates and suggestion in its own
+/// windows, the one that bound most named.
+fn stack_table(page: &mut String, row: &PolicyReport) {
+    let _ = writeln!(
+        page,
+        "<p class=\"note\">Stacked limits{} (a request two limits denied counts under both):</p>",
+        row.bound_most().map_or_else(String::new, |m| format!(
+            "; <b>{}</b> bound most",
+            escape(&m.limit)
+        ))
+    );
+    page.push_str("<div class=\"scroll\"><table>\n<tr><th class=\"l\">limit</th><th class=\"l\"></th><th>rejected</th><th>peak p50 / p90 / p99 / max</th><th>suggested</th></tr>\n");
+    for limit in &row.limits {
+        let peak = &limit.peak_rate;
+        let _ = writeln!(
+            page,
+            "<tr><td class=\"l\"><b>{}</b></td><td class=\"l mono\">{}</td><td>{}</td><td>{} / {} / {} / {}</td><td><b>{}</b></td></tr>",
+            escape(&limit.limit),
+            escape(&limit_text(&limit.params)),
+            thousands(limit.rejected),
+            peak.p50,
+            peak.p90,
+            peak.p99,
+            peak.max,
+            limit
+                .suggested_limit
+                .map_or_else(|| "-".to_owned(), thousands),
+        );
+    }
+    page.push_str("</table></div>\n");
+}
+
 fn swatch(color: &str, label: &str) -> String {
     format!(
         "<span><span class=\"sw\" style=\"background:var(--{color})\"></span>{}</span>",
@@ -259,21 +291,8 @@ fn tier_section(
             escape(&rule_text(max_reject))
         );
     }
-    if !row.denied_by.is_empty() {
-        let each: Vec<String> = row
-            .denied_by
-            .iter()
-            .map(|d| format!("{} {}", escape(&d.limit), thousands(d.rejected)))
-            .collect();
-        let _ = writeln!(
-            page,
-            "<p class=\"note\">Rejections by stacked limit (a request two limits denied counts under both): {}{}.</p>",
-            each.join(", "),
-            row.bound_most().map_or_else(String::new, |m| format!(
-                "; <b>{}</b> bound most",
-                escape(&m.limit)
-            ))
-        );
+    if !row.limits.is_empty() {
+        stack_table(page, row);
     }
     page.push_str("<div class=\"legend\">");
     page.push_str(&swatch("limit", &format!("limit {}", row.limit.limit)));

@@ -1,7 +1,7 @@
 //! The result of a replay. Serialized, it is exactly the `--json` document of the SPEC:
 //! `{"lines", "unparsed", "policies": [{"policy", "tier", "requests", "rejected", "keys",
 //! "keys_limited", "peak_rate": {"p50", "p90", "p99", "max"}, "suggested_limit", "top":
-//! [{"key", "rejected"}], "candidate", "denied_by"}], "max_reject"}` (`denied_by` only for
+//! [{"key", "rejected"}], "candidate", "limits"}], "max_reject"}` (`limits` only for
 //! stacked limits, `max_reject` only when given). What only the text and HTML renderers show (the
 //! limits, the timeline, every key's peak, the unparsed examples) is kept beside it, skipped
 //! by serde.
@@ -94,10 +94,11 @@ pub struct PolicyReport {
     pub top: Vec<TopKey>,
     /// The candidate limit's counts, with `--candidate` and a candidate for this tier.
     pub candidate: Option<CandidateReport>,
-    /// Of stacked limits, each limit and the requests it denied, in the config's order (a
-    /// request two limits denied counts under both); absent for one limit.
+    /// Of stacked limits, each limit in the config's order: the requests it denied (a
+    /// request two limits denied counts under both), and the peak rates and suggestion in its
+    /// own windows; absent for one limit.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub denied_by: Vec<LimitDenials>,
+    pub limits: Vec<StackedReport>,
     /// The limit replayed (the first of stacked limits: peak rates and the suggestion are
     /// counted in its windows).
     #[serde(skip)]
@@ -117,25 +118,32 @@ impl PolicyReport {
     }
 }
 
-/// One stacked limit and the rejections it caused.
+/// One stacked limit of a (policy, tier).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct LimitDenials {
+pub struct StackedReport {
     /// Its label, `<policy>.<window>`.
     pub limit: String,
+    /// Requests it denied.
     pub rejected: u64,
+    /// Per-key peaks per aligned window of this limit's window.
+    pub peak_rate: PeakRate,
+    /// The suggestion for this limit, by the same rule as the row's.
+    pub suggested_limit: Option<u64>,
+    #[serde(skip)]
+    pub params: LimitSpec,
 }
 
 impl PolicyReport {
     /// The stacked limit that denied most (the first of equals); `None` for one limit or
     /// when none denied.
-    pub fn bound_most(&self) -> Option<&LimitDenials> {
-        self.denied_by.iter().filter(|d| d.rejected > 0).fold(
-            None,
-            |best: Option<&LimitDenials>, d| match best {
-                Some(b) if b.rejected >= d.rejected => Some(b),
-                _ => Some(d),
-            },
-        )
+    pub fn bound_most(&self) -> Option<&StackedReport> {
+        let mut most: Option<&StackedReport> = None;
+        for limit in self.limits.iter().filter(|l| l.rejected > 0) {
+            if most.is_none_or(|m| limit.rejected > m.rejected) {
+                most = Some(limit);
+            }
+        }
+        most
     }
 }
 

@@ -88,17 +88,8 @@ fn render_policy(out: &mut String, policy: &str, rows: &[&PolicyReport]) {
         }
     }
     write_table(out, &table);
-    for row in rows.iter().filter(|row| !row.denied_by.is_empty()) {
-        let each: Vec<String> = row
-            .denied_by
-            .iter()
-            .map(|d| format!("{} {}", d.limit, thousands(d.rejected)))
-            .collect();
-        let _ = write!(out, "  denied by ({}): {}", row.tier, each.join(", "));
-        if let Some(most) = row.bound_most() {
-            let _ = write!(out, "; bound most: {}", most.limit);
-        }
-        out.push('\n');
+    for row in rows.iter().filter(|row| !row.limits.is_empty()) {
+        render_stack(out, row);
     }
     for row in rows {
         if row.top.is_empty() {
@@ -117,6 +108,36 @@ fn render_policy(out: &mut String, policy: &str, rows: &[&PolicyReport]) {
         }
         out.push('\n');
     }
+}
+
+/// A stacked row's limits: each one's rejections, peak rates and suggestion in its own
+/// windows, and the one that bound most.
+fn render_stack(out: &mut String, row: &PolicyReport) {
+    let _ = write!(out, "  stacked limits ({})", row.tier);
+    if let Some(most) = row.bound_most() {
+        let _ = write!(out, ", bound most: {}", most.limit);
+    }
+    out.push_str(" (a request two limits denied counts under both)\n");
+    let mut table = vec![[
+        "  limit".to_owned(),
+        String::new(),
+        "rejected".to_owned(),
+        "peak p50/p90/p99/max".to_owned(),
+        "suggested".to_owned(),
+    ]];
+    for limit in &row.limits {
+        let peak = &limit.peak_rate;
+        table.push([
+            format!("  {}", limit.limit),
+            limit_text(&limit.params),
+            thousands(limit.rejected),
+            format!("{}/{}/{}/{}", peak.p50, peak.p90, peak.p99, peak.max),
+            limit
+                .suggested_limit
+                .map_or_else(|| "-".to_owned(), thousands),
+        ]);
+    }
+    write_table(out, &table);
 }
 
 /// Columns padded to their widest cell: text left-aligned, figures right-aligned.
