@@ -9,11 +9,13 @@
 
 pub mod grace;
 pub mod replication;
+pub mod sentinel;
 pub mod stores;
 
 use std::time::Duration;
 
 pub use self::grace::{CLOCK_MARGIN, expiry_grace};
+pub use self::sentinel::SentinelStoreConfig;
 pub use self::stores::{
     ClusterStoreConfig, ConfigError as StoreConfigError, DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_MAX_IN_FLIGHT, DEFAULT_TIMEOUT, MemoryStoreConfig, RedisStoreConfig, RedisTls,
@@ -28,6 +30,7 @@ pub enum BackendKind {
     Memory,
     Redis,
     Cluster,
+    Sentinel,
 }
 
 impl BackendKind {
@@ -36,6 +39,7 @@ impl BackendKind {
             BackendKind::Memory => "memory",
             BackendKind::Redis => "redis",
             BackendKind::Cluster => "cluster",
+            BackendKind::Sentinel => "sentinel",
         }
     }
 }
@@ -52,6 +56,7 @@ pub enum BackendSettings {
     Memory(MemoryStoreConfig),
     Redis(RedisStoreConfig),
     Cluster(ClusterStoreConfig),
+    Sentinel(SentinelStoreConfig),
 }
 
 impl BackendSettings {
@@ -60,6 +65,7 @@ impl BackendSettings {
             BackendSettings::Memory(_) => BackendKind::Memory,
             BackendSettings::Redis(_) => BackendKind::Redis,
             BackendSettings::Cluster(_) => BackendKind::Cluster,
+            BackendSettings::Sentinel(_) => BackendKind::Sentinel,
         }
     }
 
@@ -69,6 +75,7 @@ impl BackendSettings {
             BackendSettings::Memory(_) => None,
             BackendSettings::Redis(config) => Some(config.timeout),
             BackendSettings::Cluster(config) => Some(config.timeout),
+            BackendSettings::Sentinel(config) => Some(config.timeout),
         }
     }
 
@@ -79,6 +86,7 @@ impl BackendSettings {
             BackendSettings::Memory(_) => None,
             BackendSettings::Redis(config) => Some(config.connect_timeout),
             BackendSettings::Cluster(config) => Some(config.connect_timeout),
+            BackendSettings::Sentinel(config) => Some(config.connect_timeout),
         }
     }
 
@@ -88,6 +96,7 @@ impl BackendSettings {
             BackendSettings::Memory(_) => None,
             BackendSettings::Redis(config) => config.effective_tls(),
             BackendSettings::Cluster(config) => config.effective_tls(),
+            BackendSettings::Sentinel(config) => config.effective_tls(),
         }
     }
 
@@ -102,6 +111,11 @@ impl BackendSettings {
                 .map(|node| redact_url(node))
                 .collect::<Vec<_>>()
                 .join(","),
+            BackendSettings::Sentinel(config) => format!(
+                "master {:?} of sentinels {}",
+                config.master,
+                config.addresses().join(",")
+            ),
         }
     }
 }
@@ -115,8 +129,22 @@ pub(crate) fn check_store(
     redis_url: Option<UrlCheck>,
     errors: &mut Vec<FieldError>,
 ) {
+    if let BackendSettings::Sentinel(config) = settings {
+        for problem in config.problems(redis_url) {
+            let field = match (&problem.error, problem.field.as_str()) {
+                // Their messages name the field themselves.
+                (StoreConfigError::Tls(_), _) => String::new(),
+                (StoreConfigError::InvalidPrefix(_), _) => "backend.prefix".to_owned(),
+                (StoreConfigError::ZeroTimeout, _) => format!("{section}.timeout"),
+                (_, "") => section.to_owned(),
+                (_, field) => format!("{section}.{field}"),
+            };
+            errors.push(FieldError::new(field, problem.error.to_string()));
+        }
+        return;
+    }
     let checked = match settings {
-        BackendSettings::Memory(_) => Ok(()),
+        BackendSettings::Memory(_) | BackendSettings::Sentinel(_) => Ok(()),
         BackendSettings::Redis(config) => config.validate(redis_url),
         BackendSettings::Cluster(config) => config.validate(),
     };

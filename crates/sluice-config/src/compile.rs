@@ -11,6 +11,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::backend::sentinel::SentinelStoreConfig;
+use super::backend::stores::RedisTls;
 use super::backend::{
     BackendSettings, ClusterStoreConfig, MemoryStoreConfig, RedisStoreConfig, UrlCheck, check_store,
 };
@@ -125,7 +127,13 @@ pub fn compile(config: &Config, redis_url: Option<UrlCheck>) -> Result<Settings,
     let forward_auth = CallerRules::compile(&config.forward_auth)
         .map_err(|mut caller_errors| errors.append(&mut caller_errors))
         .ok();
-    let region = compile_region(&config.region, &config.backend, redis_url, &mut errors);
+    let region = compile_region(
+        &config.region,
+        &config.backend,
+        backend.as_ref(),
+        redis_url,
+        &mut errors,
+    );
     match (listen, backend, telemetry, forward_auth, region) {
         (Some(listen), Some(backend), Some(telemetry), Some(forward_auth), Some(region))
             if errors.is_empty() =>
@@ -319,7 +327,31 @@ fn compile_backend(
         || config
             .nodes
             .iter()
+            .chain(&config.sentinels)
             .any(|node| node.starts_with("rediss://"));
+    if config.kind != "sentinel" {
+        // Set for another kind, they would silently not be used.
+        let set = [
+            ("sentinels", !config.sentinels.is_empty()),
+            ("master", !config.master.is_empty()),
+            ("username", !config.username.is_empty()),
+            ("password", config.password.get().is_some()),
+        ];
+        for (name, _) in set.iter().filter(|(_, set)| *set) {
+            errors.push(FieldError::new(
+                format!("backend.{name}"),
+                format!(
+                    "only used with kind = \"sentinel\" (kind is {:?}){}",
+                    config.kind,
+                    if config.kind == "redis" {
+                        "; a Redis server's credentials go in backend.url"
+                    } else {
+                        ""
+                    }
+                ),
+            ));
+        }
+    }
     let tls = match config.kind.as_str() {
         "memory" => None,
         _ => compile_backend_tls("backend.tls", &config.tls, any_rediss, errors),
@@ -361,10 +393,15 @@ fn compile_backend(
                 ..ClusterStoreConfig::default()
             })
         }
+        // Its own checks (no sentinels, no master name, a bad URL) come from the store's
+        // config below, every one at once.
+        "sentinel" => {
+            BackendSettings::Sentinel(sentinel_config(config, timeout, connect_timeout, tls))
+        }
         other => {
             errors.push(FieldError::new(
                 "backend.kind",
-                format!("unknown backend {other:?}; expected memory, redis or cluster"),
+                format!("unknown backend {other:?}; expected memory, redis, cluster or sentinel"),
             ));
             return None;
         }
@@ -374,6 +411,27 @@ fn compile_backend(
     }
     check_store(&settings, "backend", redis_url, errors);
     (errors.len() == before).then_some(settings)
+}
+
+/// The sentinel backend `config` (`[backend]` with `kind = "sentinel"`) describes, its
+/// durations and TLS compiled already.
+fn sentinel_config(
+    config: &BackendConfig,
+    timeout: Duration,
+    connect_timeout: Duration,
+    tls: Option<RedisTls>,
+) -> SentinelStoreConfig {
+    SentinelStoreConfig {
+        sentinels: config.sentinels.clone(),
+        master: config.master.trim().to_owned(),
+        username: (!config.username.is_empty()).then(|| config.username.clone()),
+        password: config.password.get().map(str::to_owned),
+        prefix: config.prefix.clone(),
+        timeout,
+        connect_timeout,
+        tls,
+        ..SentinelStoreConfig::default()
+    }
 }
 
 /// Whether `endpoint` is a URL the OTLP exporter can dial: a scheme of http or https and a

@@ -99,7 +99,7 @@ fn check_scopes<M>(
                 if backend.kind == "memory" {
                     errors.push(FieldError::new(
                         field("scope"),
-                        "scope = \"replicated\" needs backend.kind redis or cluster: peer regions \
+                        "scope = \"replicated\" needs backend.kind redis, cluster or sentinel: peer regions \
                          write this region's counters into its backend",
                     ));
                 }

@@ -506,4 +506,60 @@ grpc = "unix:/tmp/a.sock""#,
             Ok(())
         });
     }
+
+    #[test]
+    fn a_sentinel_backend_takes_the_master_password_from_env_and_never_shows_it() {
+        figment::Jail::expect_with(|jail| {
+            jail.set_env("SLUICE_BACKEND__PASSWORD", "hunter2-master");
+            let toml = format!(
+                "[backend]\nkind = \"sentinel\"\nsentinels = [\"redis://:s3nt@10.0.0.1:26379\", \"redis://10.0.0.2:26379\"]\nmaster = \"mymaster\"\nusername = \"app\"\n{POLICY}"
+            );
+            let settings = load(&text(&toml)).map_err(|e| e.to_string())?;
+            let crate::BackendSettings::Sentinel(config) = &settings.backend else {
+                panic!("not a sentinel backend: {:?}", settings.backend);
+            };
+            assert_eq!(config.password.as_deref(), Some("hunter2-master"));
+            assert_eq!(config.username.as_deref(), Some("app"));
+            assert_eq!(config.master, "mymaster");
+            let shown = format!("{settings:?} {}", settings.backend.address());
+            assert!(!shown.contains("hunter2-master"), "{shown}");
+            assert!(!shown.contains("s3nt"), "{shown}");
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn every_sentinel_problem_is_named_at_once() {
+        let err = load_with_env(
+            &text(&format!(
+                "[backend]\nkind = \"sentinel\"\nsentinels = [\"redis://10.0.0.1:26379\", \"redis://:pw-in-url@h:port\"]\nmaster = \"\"\npassword = \"hunter2\"\n{POLICY}"
+            )),
+            Env::raw().only(&[]),
+        )
+        .unwrap_err();
+        assert_eq!(
+            fields(&err),
+            ["backend.master", "backend.sentinels[1]"],
+            "{err}"
+        );
+        let none = load_with_env(
+            &text(&format!("[backend]\nkind = \"sentinel\"\n{POLICY}")),
+            Env::raw().only(&[]),
+        )
+        .unwrap_err();
+        assert_eq!(fields(&none), ["backend.sentinels", "backend.master"]);
+        // Sentinel's keys on another kind would silently not be used.
+        let redis = load_with_env(
+            &text(&format!(
+                "[backend]\nkind = \"redis\"\nurl = \"redis://h:1\"\npassword = \"hunter2\"\nmaster = \"m\"\n{POLICY}"
+            )),
+            Env::raw().only(&[]),
+        )
+        .unwrap_err();
+        assert_eq!(fields(&redis), ["backend.master", "backend.password"]);
+        for text in [err.to_string(), none.to_string(), redis.to_string()] {
+            assert!(!text.contains("hunter2"), "{text}");
+            assert!(!text.contains("pw-in-url"), "{text}");
+        }
+    }
 }

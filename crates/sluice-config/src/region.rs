@@ -110,6 +110,7 @@ fn compile_remote(
 pub(crate) fn compile_region(
     region: &RegionConfig,
     backend: &BackendConfig,
+    compiled: Option<&BackendSettings>,
     redis_url: Option<UrlCheck>,
     errors: &mut Vec<FieldError>,
 ) -> Option<RegionSettings> {
@@ -191,6 +192,9 @@ pub(crate) fn compile_region(
             }),
             other => other,
         }),
+        // The same master, found through the same sentinels (`[backend]`'s problems are
+        // reported there).
+        "sentinel" if !region.peers.is_empty() => compiled.cloned(),
         _ => None,
     };
     Some(RegionSettings {
@@ -334,9 +338,36 @@ overshoot_budget = 0.05
             ),
             policy("replicated")
         );
-        refused(&memory, "policies.p.scope", "backend.kind redis or cluster");
+        refused(
+            &memory,
+            "policies.p.scope",
+            "backend.kind redis, cluster or sentinel",
+        );
         let stray = "[policies.p]\nalgorithm = \"fixed_window\"\nlimit = 10\nwindow = \"1s\"\nsync_interval = \"100ms\"\n";
         refused(stray, "policies.p.sync_interval", "only applies to scope");
+    }
+
+    #[test]
+    fn replication_writes_to_the_master_the_sentinels_name() {
+        let toml = REGION.replace(
+            "kind = \"redis\"\nurl = \"redis://127.0.0.1:6379\"",
+            "kind = \"sentinel\"\nsentinels = [\"redis://10.0.0.1:26379\"]\nmaster = \"m\"\npassword = \"pw\"",
+        ) + "[policies.p]\nalgorithm = \"fixed_window\"\nlimit = 1000\nwindow = \"60s\"\nscope = \"replicated\"\n";
+        let settings = load_with_env::<()>(
+            &ConfigSource::Text {
+                name: "t.toml".into(),
+                toml,
+            },
+            Env::raw().only(&[]),
+            None,
+        )
+        .unwrap()
+        .settings;
+        let Some(crate::BackendSettings::Sentinel(local)) = settings.region.local else {
+            panic!("replication writes elsewhere: {:?}", settings.region.local);
+        };
+        assert_eq!(local.master, "m");
+        assert_eq!(local.password.as_deref(), Some("pw"));
     }
 
     #[test]

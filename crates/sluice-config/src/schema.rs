@@ -148,13 +148,23 @@ pub fn default_socket_path() -> String {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct BackendConfig {
-    /// Where counters live: in process memory, or a Redis server, or a Redis Cluster.
-    #[schemars(extend("enum" = ["memory", "redis", "cluster"]))]
+    /// Where counters live: in process memory, or a Redis server, or a Redis Cluster, or the
+    /// Redis master a set of sentinels monitors.
+    #[schemars(extend("enum" = ["memory", "redis", "cluster", "sentinel"]))]
     pub kind: String,
     /// redis: `redis://[:password@]host:port[/db]`.
     pub url: String,
     /// cluster: seed nodes; one reachable node is enough.
     pub nodes: Vec<String>,
+    /// sentinel: `redis://[:password@]host:port` of each sentinel (a sentinel's own password
+    /// in its URL); one reachable sentinel is enough.
+    pub sentinels: Vec<String>,
+    /// sentinel: the name the sentinels monitor the master under.
+    pub master: String,
+    /// sentinel: the master's ACL user ("" = the default user).
+    pub username: String,
+    /// sentinel: the master's password ("" = none); `SLUICE_BACKEND__PASSWORD`. Never logged.
+    pub password: Secret,
     /// Bound on each backend call; past it the call counts as failed.
     #[schemars(pattern(DURATION_PATTERN))]
     pub timeout: String,
@@ -168,6 +178,24 @@ pub struct BackendConfig {
     pub max_keys: u64,
     /// `[backend.tls]`: TLS to Redis.
     pub tls: BackendTlsConfig,
+}
+
+/// A password as written: read and written as a plain string, but never shown by `Debug`.
+#[derive(Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(transparent)]
+pub struct Secret(pub String);
+
+impl Secret {
+    /// The password, `None` when empty.
+    pub fn get(&self) -> Option<&str> {
+        (!self.0.is_empty()).then_some(self.0.as_str())
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_empty() { "\"\"" } else { "\"***\"" })
+    }
 }
 
 /// `[backend.tls]` (and the `tls` table of a `[region]` backend): TLS to Redis. A `rediss://`
@@ -192,6 +220,10 @@ impl Default for BackendConfig {
             kind: "memory".to_owned(),
             url: "redis://127.0.0.1:6379".to_owned(),
             nodes: Vec::new(),
+            sentinels: Vec::new(),
+            master: String::new(),
+            username: String::new(),
+            password: Secret::default(),
             timeout: "50ms".to_owned(),
             connect_timeout: "1s".to_owned(),
             prefix: "rl".to_owned(),

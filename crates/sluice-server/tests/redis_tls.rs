@@ -14,7 +14,7 @@ use sluice_testkit::RedisServer;
 use sluice_testkit::certs::{Certs, Pair};
 
 use common::BIN;
-use common::daemon::{Daemon, Tally, readyz, twelve_checks};
+use common::daemon::{Daemon, assert_ready_and_exact, fail_modes, readyz, twelve_checks};
 
 /// The `[backend]` lines of `server` over TLS, trusting `ca` and presenting `client`.
 fn backend(server: &RedisServer, ca: &Path, client: Option<&Pair>) -> String {
@@ -39,19 +39,7 @@ async fn checks_over_tls_with_a_client_certificate_are_exact() {
         &backend(&server, &certs.ca_file, Some(&certs.client)),
         "closed",
     );
-    let client = daemon.client();
-    assert_eq!(readyz(&client).await, 200, "{}", daemon.log());
-    let tally = twelve_checks(&client, "tls-key").await;
-    assert_eq!(
-        tally,
-        Tally {
-            admitted: 10,
-            denied: 2,
-            ..Tally::default()
-        },
-        "{}",
-        daemon.log()
-    );
+    assert_ready_and_exact(&daemon, "tls-key").await;
 }
 
 #[tokio::test]
@@ -79,22 +67,7 @@ async fn each_tls_failure_serves_the_fail_mode_and_is_logged_once_with_its_reaso
         ),
     ];
     for (lines, reason) in cases {
-        for (fail, answered) in [
-            (
-                "closed",
-                Tally {
-                    unavailable: 12,
-                    ..Tally::default()
-                },
-            ),
-            (
-                "open",
-                Tally {
-                    degraded: 12,
-                    ..Tally::default()
-                },
-            ),
-        ] {
+        for (fail, answered) in fail_modes() {
             let daemon = Daemon::start(&lines, fail);
             let client = daemon.client();
             assert_eq!(

@@ -14,6 +14,9 @@
 //!   multiplexed auto-reconnecting connection: the [`ScriptStore`] over the [`Single`] client.
 //! - [`ClusterStore`] (`backend.kind = "cluster"`): Redis Cluster, `fred` crate: the
 //!   [`ScriptStore`] over the [`Cluster`] client.
+//! - [`SentinelStore`] (`backend.kind = "sentinel"`): the Redis master a set of sentinels
+//!   names, followed across failovers: the [`ScriptStore`] over the [`Sentinel`] client,
+//!   which connects as [`Single`] does.
 //!
 //! Multi-region (`[region]`) is a storage concern too: `scope = "global"` policies decide on
 //! a plain store of the global backend; `scope = "replicated"` ones on a [`ReplicatedStore`],
@@ -59,13 +62,16 @@ pub use redis::replicated::{
     PeerBackend, ReplicatedStore, ReplicatedStoreConfig, Replication, ReplicationObserver,
     SharedBackend,
 };
-pub use redis::{Cluster, ClusterStore, RedisStore, ScriptStore, Single, keys, replicated};
+pub use redis::{
+    Cluster, ClusterStore, RedisStore, ScriptStore, Sentinel, SentinelStore, Single, keys,
+    replicated,
+};
 pub use settings::{
     CandidateOverride, LimitOverride, Setting, SettingKey, SettingKind, Settings, StoredSetting,
 };
 pub use sluice_config::backend::{
     CLOCK_MARGIN, ClusterStoreConfig, DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_IN_FLIGHT,
-    DEFAULT_TIMEOUT, MemoryStoreConfig, RedisStoreConfig, RedisTls,
+    DEFAULT_TIMEOUT, MemoryStoreConfig, RedisStoreConfig, RedisTls, SentinelStoreConfig,
     StoreConfigError as ConfigError, expiry_grace, redact_url,
 };
 pub use store::{

@@ -1,5 +1,6 @@
-//! The core's conformance table replayed on every backend: memory, Redis and Redis Cluster
-//! must answer exactly the decisions `sluice-core` computes. One test body, every backend.
+//! The core's conformance table replayed on every backend: memory, Redis, Redis Cluster and
+//! the master Redis Sentinel names must answer exactly the decisions `sluice-core` computes.
+//! One test body, every backend.
 
 #![allow(clippy::unwrap_used)] // tests unwrap, helpers included
 
@@ -37,6 +38,14 @@ async fn replay(name: &str, store: &dyn Store, all: &[Case], tag: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn every_backend_answers_the_conformance_table() {
     let servers = common::Servers::start();
+    let all = the_table();
+    for (name, store) in common::all_stores_with(&servers, "conf", GRACE).await {
+        replay_table(name, store, &all).await;
+    }
+}
+
+/// The hand-checked and generated cases, usage ones included.
+fn the_table() -> Vec<Case> {
     let mut all = cases();
     all.extend(usage_cases());
     for seed in [1, 2, 3, 42] {
@@ -45,20 +54,46 @@ async fn every_backend_answers_the_conformance_table() {
         all.extend(generated_usage_cases(seed, 200));
     }
     assert!(all.len() > 60);
-    for (name, store) in common::all_stores_with(&servers, "conf", GRACE).await {
-        // Hand-checked and generated cases, each on its own key, concurrently by chunk.
-        let mut tasks = Vec::new();
-        for (c, chunk) in all.chunks(8).enumerate() {
-            let store = Arc::clone(&store);
-            let chunk = chunk.to_vec();
-            tasks.push(tokio::spawn(async move {
-                replay(name, store.as_ref(), &chunk, &format!("chunk{c}")).await;
-            }));
-        }
-        for task in tasks {
-            task.await.unwrap();
-        }
+    all
+}
+
+/// Every case of `all` on `store`, each on its own key, concurrently by chunk.
+async fn replay_table(name: &'static str, store: Arc<dyn Store>, all: &[Case]) {
+    let mut tasks = Vec::new();
+    for (c, chunk) in all.chunks(8).enumerate() {
+        let store = Arc::clone(&store);
+        let chunk = chunk.to_vec();
+        tasks.push(tokio::spawn(async move {
+            replay(name, store.as_ref(), &chunk, &format!("chunk{c}")).await;
+        }));
     }
+    for task in tasks {
+        task.await.unwrap();
+    }
+}
+
+/// The master the sentinels name answers the table as one Redis server does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_sentinel_store_answers_the_conformance_table() {
+    let group = sluice_testkit::RedisSentinels::start();
+    let store = sluice_store::SentinelStore::new(sluice_store::SentinelStoreConfig {
+        sentinels: group.sentinel_urls(),
+        master: group.master_name.clone(),
+        prefix: "conf".into(),
+        timeout: common::TEST_TIMEOUT,
+        ttl_grace: GRACE,
+        ..sluice_store::SentinelStoreConfig::default()
+    })
+    .unwrap();
+    let started = std::time::Instant::now();
+    while store.ping().await.is_err() {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "no master found"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    replay_table("sentinel", Arc::new(store), &the_table()).await;
 }
 
 /// The replicated store (one region, no peers, on a real redis-server) answers the table's

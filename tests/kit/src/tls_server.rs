@@ -20,7 +20,7 @@ pub(crate) fn tls_cli_args(certs: &Certs) -> Vec<String> {
 
 /// The `redis-server` arguments of a TLS-only server on `port` serving `server`, trusting
 /// the test's CA for client certificates.
-fn tls_server_args(certs: &Certs, server: &Pair, port: u16) -> Vec<String> {
+pub(crate) fn tls_server_args(certs: &Certs, server: &Pair, port: u16) -> Vec<String> {
     let path = |p: &std::path::Path| p.display().to_string();
     vec![
         "--port".into(),
@@ -36,6 +36,23 @@ fn tls_server_args(certs: &Certs, server: &Pair, port: u16) -> Vec<String> {
         "--tls-auth-clients".into(),
         "yes".into(),
     ]
+}
+
+/// The arguments of a TLS-only node on `port` that also connects to its peers over TLS
+/// (replication, a cluster's bus, a sentinel's connections), presenting the client
+/// certificate.
+pub(crate) fn tls_node_args(certs: &Certs, port: u16) -> Vec<String> {
+    let path = |p: &std::path::Path| p.display().to_string();
+    let mut args = tls_server_args(certs, &certs.server, port);
+    args.extend([
+        "--tls-client-cert-file".into(),
+        path(&certs.client.cert),
+        "--tls-client-key-file".into(),
+        path(&certs.client.key),
+        "--tls-replication".into(),
+        "yes".into(),
+    ]);
+    args
 }
 
 impl RedisServer {

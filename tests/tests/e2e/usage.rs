@@ -162,7 +162,9 @@ usage = true
                     .await
                     .unwrap();
                 assert_eq!(out.status, 200, "{}", String::from_utf8_lossy(&out.body));
-                serde_json::from_slice::<serde_json::Value>(&out.body).unwrap()
+                let body = serde_json::from_slice::<serde_json::Value>(&out.body).unwrap();
+                assert!(body.get("degraded").is_none(), "a charge not counted: {body}");
+                body
             }
         };
         // Concurrent charges far beyond the budget: every unit counts, none refused.

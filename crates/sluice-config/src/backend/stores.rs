@@ -19,6 +19,12 @@ pub enum ConfigError {
     #[error("backend.nodes is empty: a cluster needs at least one seed node")]
     NoNodes,
     #[error(
+        "backend.sentinels is empty: kind = \"sentinel\" needs at least one sentinel, e.g. [\"redis://10.0.0.1:26379\"]"
+    )]
+    NoSentinels,
+    #[error("backend.master is empty: the name the sentinels monitor the master under")]
+    NoMasterName,
+    #[error(
         "backend.prefix {0:?} must be non-empty and contain neither '{{' nor '}}' (it precedes the hash tag)"
     )]
     InvalidPrefix(String),
@@ -265,7 +271,7 @@ pub fn redact_url(url: &str) -> String {
 
 /// `text` (a client's error message about `url`) with `url`'s credentials redacted wherever
 /// they appear.
-fn redact_text(text: &str, url: &str) -> String {
+pub(crate) fn redact_text(text: &str, url: &str) -> String {
     let mut text = text.replace(url, &redact_url(url));
     if let Some((userinfo, _)) = url
         .split_once("://")

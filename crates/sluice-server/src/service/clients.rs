@@ -1,10 +1,11 @@
-//! The client of one backend's settings (memory, Redis or Cluster), in one place for the
+//! The client of one backend's settings (memory, Redis, Cluster or Sentinel), in one place for the
 //! stores the daemon starts with and for the watchdog that rebuilds a failing client.
 
 use std::sync::Arc;
 
 use sluice_store::{
-    ClusterStore, ConfigError, MemoryStore, OverrideStore, RedisStore, SharedBackend, Store,
+    ClusterStore, ConfigError, MemoryStore, OverrideStore, RedisStore, SentinelStore,
+    SharedBackend, Store,
 };
 
 use sluice_config::BackendSettings;
@@ -29,6 +30,7 @@ pub fn with_overrides(settings: &BackendSettings) -> Result<WithOverrides, Confi
         BackendSettings::Memory(config) => both(MemoryStore::new(*config)),
         BackendSettings::Redis(config) => both(RedisStore::new(config.clone())?),
         BackendSettings::Cluster(config) => both(ClusterStore::new(config.clone())?),
+        BackendSettings::Sentinel(config) => both(SentinelStore::new(config.clone())?),
     })
 }
 
@@ -37,6 +39,7 @@ pub fn shared(settings: &BackendSettings) -> Result<SharedBackend, ConfigError> 
     match settings {
         BackendSettings::Redis(config) => Ok(RedisStore::new(config.clone())?.into()),
         BackendSettings::Cluster(config) => Ok(ClusterStore::new(config.clone())?.into()),
+        BackendSettings::Sentinel(config) => Ok(SentinelStore::new(config.clone())?.into()),
         BackendSettings::Memory(_) => Err(ConfigError::Client(
             "process memory cannot be shared between regions".into(),
         )),

@@ -23,6 +23,12 @@ impl Daemon {
     /// Starts sluiced with `backend` (the `[backend]` table's lines) and one fixed-window
     /// policy `p` of 10 per hour failing `fail`, and waits until its socket accepts.
     pub fn start(backend: &str, fail: &str) -> Daemon {
+        Daemon::start_with_env(backend, fail, &[])
+    }
+
+    /// As [`start`](Self::start), with the environment variables `env` set (a secret passed
+    /// as `SLUICE_BACKEND__PASSWORD`).
+    pub fn start_with_env(backend: &str, fail: &str, env: &[(&str, &str)]) -> Daemon {
         let dir = tempfile::tempdir().unwrap();
         let socket = dir.path().join("d.sock");
         let config = dir.path().join("sluice.toml");
@@ -38,6 +44,7 @@ impl Daemon {
             .arg("--config")
             .arg(&config)
             .env("RUST_LOG", "info")
+            .envs(env.iter().copied())
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap())
             .spawn()
@@ -76,6 +83,43 @@ pub struct Tally {
     pub denied: usize,
     pub degraded: usize,
     pub unavailable: usize,
+}
+
+/// Asserts that `daemon` is ready and counts exactly: of twelve checks of `key` (limit 10),
+/// ten admitted and two denied.
+pub async fn assert_ready_and_exact(daemon: &Daemon, key: &str) {
+    let client = daemon.client();
+    assert_eq!(readyz(&client).await, 200, "{}", daemon.log());
+    assert_eq!(
+        twelve_checks(&client, key).await,
+        Tally {
+            admitted: 10,
+            denied: 2,
+            ..Tally::default()
+        },
+        "{}",
+        daemon.log()
+    );
+}
+
+/// Each fail mode, and what twelve checks are answered by it while the backend fails.
+pub fn fail_modes() -> [(&'static str, Tally); 2] {
+    [
+        (
+            "closed",
+            Tally {
+                unavailable: 12,
+                ..Tally::default()
+            },
+        ),
+        (
+            "open",
+            Tally {
+                degraded: 12,
+                ..Tally::default()
+            },
+        ),
+    ]
 }
 
 pub async fn twelve_checks(client: &Client, key: &str) -> Tally {

@@ -62,36 +62,64 @@ impl RedisStore {
         let tcp = ::redis::io::tcp::TcpSettings::default().set_nodelay(config.tcp_nodelay);
         let info = info.set_tcp_settings(tcp);
         let tls = config.effective_tls();
-        let client = match &tls {
-            Some(tls) => {
-                ::redis::Client::build_with_tls(info, crate::tls::redis_certificates(tls)?)
-            }
-            None => ::redis::Client::open(info),
-        }
-        .map_err(invalid)?;
-        let manager_config = ConnectionManagerConfig::new()
-            .set_response_timeout(Some(config.timeout))
-            .set_connection_timeout(Some(config.connect_timeout))
-            // A failed connection attempt is retried once quickly; the next call starts a new
-            // attempt, so a restarted server is found again within a few calls.
-            .set_number_of_retries(1)
-            .set_min_delay(Duration::from_millis(20))
-            .set_max_delay(Duration::from_millis(200))
-            .set_pipeline_buffer_size(config.max_in_flight.max(50));
-        let manager = ConnectionManager::new_lazy_with_config(client, manager_config)
-            .map_err(|e| ConfigError::Client(e.to_string()))?;
+        let client = open_client(info, tls.as_ref()).map_err(|e| match e {
+            ClientError::Tls(e) => ConfigError::from(e),
+            ClientError::Redis(e) => invalid(e),
+        })?;
+        let manager = ConnectionManager::new_lazy_with_config(
+            client,
+            manager_config(config.timeout, config.connect_timeout, config.max_in_flight),
+        )
+        .map_err(|e| ConfigError::Client(e.to_string()))?;
         Ok(ScriptStore::with_client(
-            Single {
-                manager,
-                address: sluice_config::backend::redact_url(&config.url),
-                tls: tls.is_some(),
-            },
+            Single::over(manager, redact_url(&config.url), tls.is_some()),
             config.prefix,
             config.timeout,
             config.ttl_grace,
             config.max_in_flight,
         ))
     }
+}
+
+/// Why a `redis` client could not be built: a TLS file, or what the client refused.
+#[derive(Debug)]
+pub(crate) enum ClientError {
+    Tls(sluice_tls::PemError),
+    Redis(RedisError),
+}
+
+/// The `redis` client of `info`, verifying with `tls` when on (`info` is then a `rediss://`
+/// address).
+pub(crate) fn open_client(
+    info: ::redis::ConnectionInfo,
+    tls: Option<&sluice_config::backend::RedisTls>,
+) -> Result<::redis::Client, ClientError> {
+    match tls {
+        Some(tls) => {
+            let certificates = crate::tls::redis_certificates(tls).map_err(ClientError::Tls)?;
+            ::redis::Client::build_with_tls(info, certificates)
+        }
+        None => ::redis::Client::open(info),
+    }
+    .map_err(ClientError::Redis)
+}
+
+/// How every connection to one Redis server behaves: each response within `timeout`, each
+/// connection attempt within `connect_timeout`, up to `max_in_flight` calls pipelined.
+pub(crate) fn manager_config(
+    timeout: Duration,
+    connect_timeout: Duration,
+    max_in_flight: usize,
+) -> ConnectionManagerConfig {
+    ConnectionManagerConfig::new()
+        .set_response_timeout(Some(timeout))
+        .set_connection_timeout(Some(connect_timeout))
+        // A failed connection attempt is retried once quickly; the next call starts a new
+        // attempt, so a restarted server is found again within a few calls.
+        .set_number_of_retries(1)
+        .set_min_delay(Duration::from_millis(20))
+        .set_max_delay(Duration::from_millis(200))
+        .set_pipeline_buffer_size(max_in_flight.max(50))
 }
 
 /// Maps a client error to the store's error kinds.
@@ -119,14 +147,36 @@ pub(crate) fn map_error_at(e: &RedisError, at: Option<(&str, bool)>) -> StoreErr
 }
 
 impl Single {
-    /// EVALSHA of `script`; on NOSCRIPT (a restarted server, `SCRIPT FLUSH`) SCRIPT LOAD and
-    /// EVALSHA again, once.
+    /// The client over `manager`, a connection to `address` (redacted; `tls`: whether TLS is
+    /// on), for errors naming it.
+    pub(crate) fn over(manager: ConnectionManager, address: String, tls: bool) -> Single {
+        Single {
+            manager,
+            address,
+            tls,
+        }
+    }
+
+    /// EVALSHA of `script`, the store's error of a failure.
     async fn invoke<T: FromRedisValue, K: ToRedisArgs, A: ToRedisArgs>(
         &self,
         script: &Script,
         keys: &[K],
         args: &[A],
     ) -> Result<T, StoreError> {
+        self.query(script, keys, args)
+            .await
+            .map_err(|e| self.map_error(&e))
+    }
+
+    /// EVALSHA of `script`; on NOSCRIPT (a restarted server, `SCRIPT FLUSH`) SCRIPT LOAD and
+    /// EVALSHA again, once. The client's error, for a caller that reads it (a `READONLY`).
+    pub(crate) async fn query<T: FromRedisValue, K: ToRedisArgs, A: ToRedisArgs>(
+        &self,
+        script: &Script,
+        keys: &[K],
+        args: &[A],
+    ) -> Result<T, RedisError> {
         let mut evalsha = ::redis::Cmd::with_capacity(3 + keys.len() + args.len(), 0);
         evalsha.arg("EVALSHA").arg(script.sha1()).arg(keys.len());
         for key in keys {
@@ -136,7 +186,7 @@ impl Single {
             evalsha.arg(arg);
         }
         let mut conn = self.manager.clone();
-        let answer = match evalsha.query_async::<T>(&mut conn).await {
+        match evalsha.query_async::<T>(&mut conn).await {
             Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
                 let mut load = ::redis::cmd("SCRIPT");
                 load.arg("LOAD").arg(script.source());
@@ -146,47 +196,83 @@ impl Single {
                 }
             }
             answer => answer,
-        };
-        answer.map_err(|e| self.map_error(&e))
+        }
     }
 
-    fn map_error(&self, e: &RedisError) -> StoreError {
+    /// PING, the client's error of a failure.
+    pub(crate) async fn query_ping(&self) -> Result<String, RedisError> {
+        let mut conn = self.manager.clone();
+        ::redis::cmd("PING").query_async::<String>(&mut conn).await
+    }
+
+    pub(crate) fn map_error(&self, e: &RedisError) -> StoreError {
         map_error_at(e, Some((&self.address, self.tls)))
     }
 }
 
+/// A client of one Redis server at a time (a fixed address, or the master the sentinels
+/// name): a call is one EVALSHA there, and every lane is its one slot. Its
+/// [`ScriptRunner`] is written once, below.
 #[async_trait]
-impl ScriptRunner for Single {
+pub(crate) trait OneServer: Send + Sync + 'static {
+    /// EVALSHA of `script` on the server.
+    async fn call<T, K, A>(&self, script: &Script, keys: &[K], args: &[A]) -> Result<T, StoreError>
+    where
+        T: FromRedisValue + Send,
+        K: ToRedisArgs + Sync,
+        A: ToRedisArgs + Sync;
+
+    /// What the server answers to PING.
+    async fn pong(&self) -> Result<String, StoreError>;
+}
+
+#[async_trait]
+impl OneServer for Single {
+    async fn call<T, K, A>(&self, script: &Script, keys: &[K], args: &[A]) -> Result<T, StoreError>
+    where
+        T: FromRedisValue + Send,
+        K: ToRedisArgs + Sync,
+        A: ToRedisArgs + Sync,
+    {
+        self.invoke(script, keys, args).await
+    }
+
+    async fn pong(&self) -> Result<String, StoreError> {
+        self.query_ping().await.map_err(|e| self.map_error(&e))
+    }
+}
+
+#[async_trait]
+impl<S: OneServer> ScriptRunner for S {
+    /// One Redis server (at a time): the metrics' `backend` label is `redis`.
     fn kind(&self) -> StoreKind {
         StoreKind::Redis
     }
 
     async fn eval(&self, call: ScriptCall<'_>) -> Result<Vec<i64>, StoreError> {
-        self.invoke(call.script, &call.keys, &call.args).await
+        self.call(call.script, &call.keys, &call.args).await
     }
 
     async fn eval_text(&self, call: ScriptCall<'_>) -> Result<Vec<String>, StoreError> {
-        self.invoke(call.script, &call.keys, &call.args).await
+        self.call(call.script, &call.keys, &call.args).await
     }
 
     /// One server: every lane is its one slot.
     async fn eval_group(&self, call: GroupCall<'_>) -> Result<Option<Vec<u8>>, StoreError> {
-        self.invoke(call.script, call.keys, call.args)
-            .await
-            .map(Some)
+        self.call(call.script, call.keys, call.args).await.map(Some)
     }
 
     async fn ping(&self) -> Result<(), StoreError> {
-        let mut conn = self.manager.clone();
-        let pong = ::redis::cmd("PING")
-            .query_async::<String>(&mut conn)
-            .await
-            .map_err(|e| self.map_error(&e))?;
-        if pong == "PONG" {
-            Ok(())
-        } else {
-            Err(StoreError::Backend(format!("PING answered {pong:?}")))
-        }
+        pong_or_error(&self.pong().await?)
+    }
+}
+
+/// A PING's answer as the store's: `PONG`, or a backend error quoting what came instead.
+fn pong_or_error(pong: &str) -> Result<(), StoreError> {
+    if pong == "PONG" {
+        Ok(())
+    } else {
+        Err(StoreError::Backend(format!("PING answered {pong:?}")))
     }
 }
 
