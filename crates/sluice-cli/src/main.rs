@@ -126,7 +126,8 @@ enum Command {
         token: Option<String>,
     },
     /// Every policy's last hour: checks, 429 ratio, fail-open and fail-closed counts, p99,
-    /// the most limited keys and the SLO burn rates (this daemon's view).
+    /// the most limited keys and the SLO burn rates (this daemon's view); then the units
+    /// charged to each usage policy and tier since the daemon started.
     Status {
         /// Print the daemon's JSON body as it came.
         #[arg(long)]
@@ -255,6 +256,17 @@ fn run(target: Target, command: Command) -> anyhow::Result<ExitCode> {
                     return Ok(code);
                 }
                 print!("{}", status::table(&raw.json()?));
+                // Usage policies' units, from the counter on /metrics (not part of the
+                // status document); a daemon serving /metrics elsewhere shows none.
+                let metrics = client
+                    .send(http::Method::GET, "/metrics", &[], Vec::new())
+                    .await?;
+                if metrics.status == 200 {
+                    print!(
+                        "{}",
+                        status::usage_table(&String::from_utf8_lossy(&metrics.body))
+                    );
+                }
                 Ok(ExitCode::SUCCESS)
             }
             Command::Admin { token, action } => {

@@ -9,10 +9,10 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, ValueEnum};
-use sluice_config::policy::PolicySet;
+use sluice_config::policy::{Limit, PolicySet};
 use sluice_config::{Compiled, ConfigSource};
 use sluice_replay::{
-    Format, ReplayOptions, ReplayPolicy, Report, render_html, render_text, replay,
+    Format, ReplayOptions, ReplayPolicy, Report, StackedLimit, render_html, render_text, replay,
 };
 
 /// `sluice replay`'s flags.
@@ -48,9 +48,16 @@ pub struct ReplayArgs {
     /// Judge each tier's candidate limit (`[policies.P.candidate]`) beside its limit.
     #[arg(long)]
     candidate: bool,
-    /// The share of requests the suggested limit may reject.
-    #[arg(long, value_name = "SHARE", default_value_t = sluice_replay::DEFAULT_MAX_REJECT)]
-    max_reject: f64,
+    /// Each request's cost, a template as for --key giving a whole number (e.g.
+    /// `$usage_total_tokens`: the tokens a JSON log's `usage.total_tokens` says the answer
+    /// used); a line without one is unparsed. Default: a CSV `cost` column, else 1.
+    #[arg(long, value_name = "EXPR")]
+    cost: Option<String>,
+    /// Let the suggested limit reject up to this share of requests too (0.01 = 1 %): it is
+    /// then the larger of the keys rule's and this rule's. Default: the keys rule alone (at
+    /// most 1 % of keys exceed it), which a few abusive keys cannot raise.
+    #[arg(long, value_name = "SHARE")]
+    max_reject: Option<f64>,
     /// Also write a self-contained HTML report (charts inline, nothing fetched) to FILE.
     #[arg(long, value_name = "FILE.html")]
     report: Option<PathBuf>,
@@ -125,6 +132,7 @@ fn options(args: &ReplayArgs) -> Result<ReplayOptions, String> {
     options.key = args.key.clone();
     options.policy = args.policy.clone();
     options.tier = args.tier.clone();
+    options.cost = args.cost.clone();
     options.candidate = args.candidate;
     options.max_reject = args.max_reject;
     // Drawn only when stderr is a terminal.
@@ -132,29 +140,43 @@ fn options(args: &ReplayArgs) -> Result<ReplayOptions, String> {
     Ok(options)
 }
 
-/// The compiled policies as the replay takes them, by name: each tier's limit and candidate
-/// exactly as the daemon resolved them (`none` = the policy's own).
+/// The compiled policies as the replay takes them, by name: each tier's limit, stacked
+/// limits and candidate exactly as the daemon resolved them (`none` = the policy's own), and
+/// whether it is a usage policy.
 fn replay_policies(policies: &PolicySet) -> Vec<ReplayPolicy> {
     let mut replayed: Vec<ReplayPolicy> = policies
         .iter()
         .map(|policy| {
             let mut replay_policy = ReplayPolicy::new(policy.name.as_ref(), policy.base.params);
-            if let Some(candidate) = policy.base.candidate {
-                replay_policy
-                    .candidates
-                    .insert(sluice_replay::NO_TIER.to_owned(), candidate);
-            }
+            replay_policy.usage = policy.usage;
+            add_tier(&mut replay_policy, sluice_replay::NO_TIER, &policy.base);
             for (tier, limit) in &policy.tiers {
                 replay_policy.tiers.insert(tier.to_string(), limit.params);
-                if let Some(candidate) = limit.candidate {
-                    replay_policy.candidates.insert(tier.to_string(), candidate);
-                }
+                add_tier(&mut replay_policy, tier, limit);
             }
             replay_policy
         })
         .collect();
     replayed.sort_by(|a, b| a.name.cmp(&b.name));
     replayed
+}
+
+/// The candidate and the stacked limits of `tier` (`none`: the policy's own).
+fn add_tier(replay_policy: &mut ReplayPolicy, tier: &str, limit: &Limit) {
+    if let Some(candidate) = limit.candidate {
+        replay_policy.candidates.insert(tier.to_owned(), candidate);
+    }
+    if !limit.stacked.is_empty() {
+        let stack = limit
+            .stacked
+            .iter()
+            .map(|stacked| StackedLimit {
+                label: stacked.label.to_string(),
+                params: stacked.params,
+            })
+            .collect();
+        replay_policy.stacks.insert(tier.to_owned(), stack);
+    }
 }
 
 /// The unparsed count and the first lines that could not be replayed, on stderr.

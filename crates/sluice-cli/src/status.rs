@@ -1,9 +1,16 @@
 //! The table `sluice status` prints from `GET /v1/status`: one line per policy, the most
-//! limited keys under it.
+//! limited keys under it; then, from `/metrics`, the units charged to each usage policy and
+//! tier (`rate_limit_usage_units_total`).
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use sluice_client::api::{PolicyStatus, StatusResponse};
+
+use crate::metrics_text::samples;
+
+/// The counter of units charged to usage policies.
+const USAGE_UNITS: &str = "rate_limit_usage_units_total";
 
 /// Burn rate above which a line is flagged: the fast-burn page threshold (14.4 spends 2 % of
 /// a 30-day budget in an hour).
@@ -47,6 +54,39 @@ pub fn table(status: &StatusResponse) -> String {
         );
         for key in &p.top_limited {
             let _ = writeln!(out, "  limited: {} ({} rejected)", key.key, key.rejected);
+        }
+    }
+    out
+}
+
+/// The units charged to each usage policy and tier since the daemon started, from a scrape of
+/// its `/metrics`: a line per policy (its total), a line per tier under it. Empty when no
+/// usage policy was charged (the counter has no series until a first charge).
+pub fn usage_table(metrics: &str) -> String {
+    let mut units: BTreeMap<&str, BTreeMap<&str, f64>> = BTreeMap::new();
+    let found = samples(metrics, USAGE_UNITS);
+    for sample in &found {
+        let (Some(policy), Some(tier)) = (sample.label("policy"), sample.label("plan_tier")) else {
+            continue;
+        };
+        *units.entry(policy).or_default().entry(tier).or_default() += sample.value;
+    }
+    let mut out = String::new();
+    if units.is_empty() {
+        return out;
+    }
+    let width = units.keys().map(|p| p.len()).max().unwrap_or(6).max(6);
+    let _ = writeln!(
+        out,
+        "\nusage policies, since this daemon started (units charged: what requests used, and the estimates their checks consumed)\n\
+         {:<width$}  {:>16}",
+        "policy", "units charged"
+    );
+    for (policy, tiers) in &units {
+        let total: f64 = tiers.values().sum();
+        let _ = writeln!(out, "{policy:<width$}  {total:>16.0}");
+        for (tier, value) in tiers {
+            let _ = writeln!(out, "  tier {tier}: {value:.0}");
         }
     }
     out
@@ -129,5 +169,29 @@ mod tests {
             }),
             "no policies\n"
         );
+    }
+
+    #[test]
+    fn usage_units_per_policy_and_tier() {
+        let metrics = "# TYPE rate_limit_usage_units counter\n\
+            rate_limit_usage_units_total{policy=\"llm\",plan_tier=\"none\"} 120\n\
+            rate_limit_usage_units_total{policy=\"llm\",plan_tier=\"pro\"} 3000\n\
+            rate_limit_usage_units_total{policy=\"bytes\",plan_tier=\"none\"} 7\n\
+            rate_limit_requests_total{status=\"allowed\",policy=\"llm\",endpoint=\"none\",plan_tier=\"none\"} 9\n";
+        let text = usage_table(metrics);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 8, "{text}");
+        assert!(lines[1].starts_with("usage policies"), "{text}");
+        assert_eq!(
+            lines[3].split_whitespace().collect::<Vec<_>>(),
+            ["bytes", "7"]
+        );
+        assert_eq!(
+            lines[5].split_whitespace().collect::<Vec<_>>(),
+            ["llm", "3120"]
+        );
+        assert_eq!(lines[4], "  tier none: 7");
+        assert_eq!(lines[7], "  tier pro: 3000");
+        assert_eq!(usage_table("rate_limit_keys 3\n"), "");
     }
 }

@@ -347,3 +347,118 @@ fn a_config_with_envoyproxy_ratelimit_yaml_replays_its_limits() {
     // envoyproxy/ratelimit's counting: 10 a minute, the other 15 over the limit.
     assert_eq!(counts(&document, "per_ip", "none"), (25, 15));
 }
+
+#[test]
+fn a_stacked_usage_policy_replays_its_token_budget_from_json_usage() {
+    let dir = Dir::new();
+    let config = dir.write(
+        "llm.toml",
+        r#"
+[policies.llm]
+algorithm = "fixed_window"
+limits = [ { limit = 100, window = "1h" }, { limit = 150, window = "1d" } ]
+usage = true
+"#,
+    );
+    // Answers of 40 tokens for one user: four in hour 0, one whose usage is not a number, two
+    // in hour 1. Each request asks (allowed while both limits have 1 left) and is charged 40
+    // after. Hour 0: 1–3 pass (the hour at 120, the day at 120), the 4th is denied by the
+    // hour alone. Hour 1: the 1st passes (the day 30 short of full, now 160), the 2nd is
+    // denied by the day alone, in debt.
+    let line = |at: u64, usage: &str| {
+        format!("{{\"time\":{at},\"user\":\"u1\",\"usage\":{{\"total_tokens\":{usage}}}}}\n")
+    };
+    let mut log = String::new();
+    for i in 0..4 {
+        log.push_str(&line(T0_SECS + i, "40"));
+    }
+    log.push_str(&line(T0_SECS + 5, "\"n/a\""));
+    for i in 0..2 {
+        log.push_str(&line(T0_SECS + 3600 + i, "40"));
+    }
+    let log = dir.write("llm.json", &log);
+    let log = log.to_str().unwrap();
+    let args = [
+        "--format",
+        "json",
+        "--key",
+        "user:$user",
+        "--cost",
+        "$usage_total_tokens",
+    ];
+
+    let output = replay(&config, &[&args[..], &["--json", log]].concat());
+    let document = json_of(&output);
+    assert_eq!(document["unparsed"], 1);
+    assert!(
+        stderr(&output).contains("bad --cost"),
+        "{}",
+        stderr(&output)
+    );
+    assert_eq!(counts(&document, "llm", "none"), (6, 2));
+    let llm = entry(&document, "llm", "none");
+    let limits: Vec<(&str, u64, u64)> = llm["limits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| {
+            (
+                l["limit"].as_str().unwrap(),
+                l["rejected"].as_u64().unwrap(),
+                l["suggested_limit"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    // Each limit's suggestion in its own windows: 160 an hour, 240 a day.
+    assert_eq!(limits, [("llm.1h", 1, 160), ("llm.1d", 1, 240)]);
+    // Tokens asked per hour: 160, then 80; one key, so the keys rule suggests 160 an hour.
+    assert_eq!(llm["peak_rate"]["max"], 160);
+    assert_eq!(llm["suggested_limit"], 160);
+    assert!(document.get("max_reject").is_none());
+
+    let output = replay(&config, &[&args[..], &[log]].concat());
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let text = stdout(&output);
+    assert!(text.contains("(the keys rule;"), "{text}");
+    assert!(
+        text.contains("stacked limits (none), bound most: llm.1h"),
+        "{text}"
+    );
+}
+
+#[test]
+fn max_reject_adds_the_requests_rule_only_when_given() {
+    let dir = Dir::new();
+    // 100 keys: one sends 30 in each of 10 minutes, 99 send 1. The keys rule lets 1 key
+    // exceed: 1. At --max-reject 0.01 of 399 requests (budget 3), 10·(30 − L) ≤ 3 first
+    // holds at L = 30.
+    let mut csv = String::from("timestamp,key\n");
+    for minute in 0..10 {
+        for i in 0..30 {
+            csv.push_str(&format!("{}.{i:03},heavy\n", T0_SECS + minute * 60));
+        }
+    }
+    for key in 0..99 {
+        csv.push_str(&format!("{},light{key}\n", T0_SECS + 700));
+    }
+    let log = dir.write("heavy.csv", &csv);
+    let log = log.to_str().unwrap();
+    let base = ["--format", "csv", "--policy", "admin", "--json", log];
+    let document = json_of(&replay(&dir.config(), &base));
+    assert_eq!(entry(&document, "admin", "none")["suggested_limit"], 1);
+    let document = json_of(&replay(
+        &dir.config(),
+        &[&["--max-reject", "0.01"][..], &base].concat(),
+    ));
+    assert_eq!(entry(&document, "admin", "none")["suggested_limit"], 30);
+    assert_eq!(document["max_reject"], 0.01);
+    let output = replay(
+        &dir.config(),
+        &["--format", "csv", "--max-reject", "0.05", log],
+    );
+    assert!(
+        stdout(&output).contains("it rejects at most 5 % of requests (--max-reject 0.05)"),
+        "{}",
+        stdout(&output)
+    );
+}

@@ -195,3 +195,48 @@ async fn with_an_admin_token_the_status_wants_it_as_top_does() {
     let out = sluice(&d.socket, &["status", "--token", "t0k3n"]).await;
     assert_eq!(out.status.code(), Some(0), "{out:?}");
 }
+
+#[tokio::test]
+async fn status_shows_the_units_charged_to_each_usage_policy_and_tier() {
+    let d = Daemon::start(
+        "[policies.llm]\nalgorithm = \"token_bucket\"\nlimit = 100\nwindow = \"1h\"\nusage = true\n\
+         tiers = { pro = { limit = 1000 } }\n\
+         [policies.api]\nalgorithm = \"fixed_window\"\nlimit = 5\nwindow = \"1h\"\n",
+    )
+    .await;
+    let client = sluice_client::Client::unix(&d.socket);
+    // 40 + 90 to user:1 (the second takes it 30 into debt: charged all the same), 500 to a
+    // pro user, a refund of 10 (not a charge), and an ordinary check of another policy.
+    for (key, tier, amount) in [
+        ("user:1", None, 40),
+        ("user:1", None, 90),
+        ("user:2", Some("pro"), 500),
+        ("user:1", None, -10),
+    ] {
+        let mut charge = sluice_client::api::ChargeRequest::new("llm", key, amount);
+        charge.tier = tier.map(str::to_owned);
+        assert_eq!(client.charge_request(&charge).await.unwrap().status, 200);
+    }
+    assert_eq!(check(&client, "api", "k").await, 200);
+
+    let out = sluice(&d.socket, &["status"]).await;
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let usage = text
+        .split_once("\nusage policies")
+        .map(|(_, usage)| usage)
+        .unwrap_or_else(|| panic!("no usage section: {text}"));
+    let llm: Vec<&str> = usage
+        .lines()
+        .find(|l| l.starts_with("llm "))
+        .unwrap()
+        .split_whitespace()
+        .collect();
+    assert_eq!(llm, ["llm", "630"], "{text}");
+    assert!(usage.contains("  tier none: 130\n"), "{text}");
+    assert!(usage.contains("  tier pro: 500\n"), "{text}");
+    assert!(!usage.contains("api"), "{text}");
+    // --json stays the status document as the daemon sent it.
+    let status = status_json(&d.socket).await;
+    assert_eq!(status.policies.len(), 2);
+}

@@ -1,16 +1,20 @@
-//! The replay proper: each line, at its own time, through `sluice_core::decide` for every
-//! policy it goes to, exactly as the daemon decides a check. State is kept per (policy, key)
-//! (the daemon keys its state by policy and key, whatever the tier), and the candidate's on a
+//! The replay proper: each line, at its own time, through every policy it goes to, decided
+//! exactly as the daemon decides a check ([`crate::decide`]: one limit, stacked limits all or
+//! nothing, a usage policy's ask and charge). State is kept per (policy, key) and stacked
+//! limit (the daemon keys its state by policy and key, whatever the tier), and the candidate's on a
 //! state of its own per (policy, key), consumed whenever the candidate alone would allow, as
 //! the stores' `check_with_candidate` does. Per (policy, tier, key) a few counters feed the
 //! report; every structure grows with keys, never with lines.
 
-use sluice_core::{State, decide, judge};
+use sluice_core::{State, judge};
 
 use crate::batch::{Batch, Line, PolicyPick};
-use crate::input::{LimitSpec, NO_TIER, OTHER_TIER, ReplayPolicy};
+use crate::decide::decide_line;
+use crate::input::{LimitSpec, NO_TIER, OTHER_TIER, ReplayPolicy, StackedLimit};
 use crate::keys::KeyTable;
-use crate::report::model::{CandidateReport, PeakRate, PolicyReport, TOP_KEYS, TopKey};
+use crate::report::model::{
+    CandidateReport, PeakRate, PolicyReport, StackedReport, TOP_KEYS, TopKey,
+};
 use crate::stats::{self, Timeline, WindowCounts};
 
 /// Tier slot of a line naming no tier.
@@ -83,7 +87,7 @@ impl Engine {
     }
 
     /// One report per (policy, tier) with traffic, and a `none` one for a policy without.
-    pub(crate) fn finish(self, max_reject: f64) -> Vec<PolicyReport> {
+    pub(crate) fn finish(self, max_reject: Option<f64>) -> Vec<PolicyReport> {
         let keys = &self.keys;
         self.policies
             .into_iter()
@@ -96,6 +100,10 @@ impl Engine {
 #[derive(Debug)]
 struct PolicyRun {
     name: String,
+    /// `usage = true`: lines ask, then charge (see [`crate::decide`]).
+    usage: bool,
+    /// Copies of a key's stacked states while a line is decided.
+    scratch: Vec<State>,
     /// Configured tier names; tier `i` is slot `FIRST_TIER_SLOT + i`.
     tier_names: Vec<Box<[u8]>>,
     /// Per slot.
@@ -108,7 +116,12 @@ struct PolicyRun {
 #[derive(Debug)]
 struct Slot {
     label: String,
+    /// The limit the peak rates and the suggestion are counted in windows of: the first.
     limit: LimitSpec,
+    /// Every limit, the first being `limit`: one, or the stacked ones.
+    limits: Vec<LimitSpec>,
+    /// Of stacked limits, one per limit; empty for one limit.
+    stack: Vec<StackSlot>,
     candidate: Option<LimitSpec>,
     requests: u64,
     rejected: u64,
@@ -119,10 +132,22 @@ struct Slot {
     windows: WindowCounts,
 }
 
+/// One stacked limit of a (policy, tier): its label, the rejections it caused, and (for the
+/// second limit on; the first's are the slot's) every closed (key, window) count.
+#[derive(Debug)]
+struct StackSlot {
+    label: String,
+    limit: LimitSpec,
+    rejected: u64,
+    windows: WindowCounts,
+}
+
 /// One key of one policy.
 #[derive(Debug, Default)]
 struct PolicyKey {
     limit: State,
+    /// The states of stacked limits 2 and on (empty until a stacked tier sees the key).
+    stack: Vec<State>,
     candidate: State,
     /// Counters per tier slot the key was seen under: nearly always one, kept inline.
     tiers: KeyTiers,
@@ -141,9 +166,12 @@ impl KeyTiers {
     fn get_or_insert(&mut self, slot: usize, window: u64) -> &mut KeyTier {
         let fresh = KeyTier {
             slot,
-            window,
-            count: 0,
-            peak: 0,
+            first: WindowPeak {
+                window,
+                count: 0,
+                peak: 0,
+            },
+            stacked: Vec::new(),
             rejected: 0,
             candidate_rejected: 0,
         };
@@ -166,16 +194,38 @@ impl KeyTiers {
 }
 
 /// One key under one (policy, tier).
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct KeyTier {
     slot: usize,
-    /// The aligned window being counted, and its count so far (cost units).
-    window: u64,
-    count: u64,
-    /// The highest count of any of its windows.
-    peak: u64,
+    /// Counted in the windows of the (first) limit.
+    first: WindowPeak,
+    /// Of stacked limits, the second's on, each in its own windows (empty for one limit).
+    stacked: Vec<WindowPeak>,
     rejected: u64,
     candidate_rejected: u64,
+}
+
+/// A key's count in the aligned window being counted (cost units), and the highest count of
+/// any of its windows.
+#[derive(Debug, Clone, Copy, Default)]
+struct WindowPeak {
+    window: u64,
+    count: u64,
+    peak: u64,
+}
+
+impl WindowPeak {
+    /// Counts `cost` in `window`; a later window (times only grow per key) closes the one
+    /// being counted into `closed`.
+    fn add(&mut self, window: u64, cost: u64, closed: &mut WindowCounts) {
+        if window != self.window {
+            closed.record(self.count);
+            self.window = window;
+            self.count = 0;
+        }
+        self.count += cost;
+        self.peak = self.peak.max(self.count);
+    }
 }
 
 impl PolicyRun {
@@ -185,16 +235,20 @@ impl PolicyRun {
                 .then(|| policy.candidates.get(tier).copied())
                 .flatten()
         };
+        let stack_of = |tier: &str| policy.stacks.get(tier).map_or(&[][..], Vec::as_slice);
         let base_candidate = candidate_of(NO_TIER);
+        let base_stack = stack_of(NO_TIER);
         let mut slots = vec![
-            Slot::new(NO_TIER, policy.base, base_candidate),
-            Slot::new(OTHER_TIER, policy.base, base_candidate),
+            Slot::new(NO_TIER, policy.base, base_stack, base_candidate),
+            Slot::new(OTHER_TIER, policy.base, base_stack, base_candidate),
         ];
         for (name, limit) in &policy.tiers {
-            slots.push(Slot::new(name, *limit, candidate_of(name)));
+            slots.push(Slot::new(name, *limit, stack_of(name), candidate_of(name)));
         }
         PolicyRun {
             name: policy.name.clone(),
+            usage: policy.usage,
+            scratch: Vec::new(),
             tier_names: policy.tiers.keys().map(|n| n.as_bytes().into()).collect(),
             slots,
             keys: Vec::new(),
@@ -219,22 +273,39 @@ impl PolicyRun {
             self.keys.resize_with(id + 1, PolicyKey::default);
         }
         let key = &mut self.keys[id];
-        // A cost above the limit's capacity is refused by the core: a rejection.
-        let allowed = decide(&slot.limit, &mut key.limit, at_ms, cost).is_ok_and(|d| d.allowed);
+        // A cost above a limit's capacity is refused by the core: a rejection.
+        let outcome = decide_line(
+            &slot.limits,
+            self.usage,
+            (&mut key.limit, &mut key.stack),
+            &mut self.scratch,
+            at_ms,
+            cost,
+        );
+        let allowed = outcome.allowed;
+        for (i, limit) in slot.stack.iter_mut().enumerate() {
+            limit.rejected += u64::from(outcome.denied >> i & 1);
+        }
         // The candidate as every store judges it: a cost beyond its capacity would reject.
         let candidate_rejected = slot
             .candidate
             .is_some_and(|candidate| !judge(&candidate, &mut key.candidate, at_ms, cost).allowed);
-        let window = at_ms / slot.limit.window_ms;
+        let window = window_index(&slot.limit, at_ms);
         let counters = key.tiers.get_or_insert(slot_index, window);
-        // Times only grow per key, so a later window closes the one being counted.
-        if window != counters.window {
-            slot.windows.record(counters.count);
-            counters.window = window;
-            counters.count = 0;
+        counters.first.add(window, cost, &mut slot.windows);
+        for (i, limit) in slot.stack.iter_mut().enumerate().skip(1) {
+            let window = window_index(&limit.limit, at_ms);
+            if counters.stacked.len() < i {
+                counters.stacked.resize(
+                    i,
+                    WindowPeak {
+                        window,
+                        ..WindowPeak::default()
+                    },
+                );
+            }
+            counters.stacked[i - 1].add(window, cost, &mut limit.windows);
         }
-        counters.count += cost;
-        counters.peak = counters.peak.max(counters.count);
         counters.rejected += u64::from(!allowed);
         counters.candidate_rejected += u64::from(candidate_rejected);
 
@@ -245,14 +316,17 @@ impl PolicyRun {
         slot.timeline.record(at_ms, !allowed, candidate_rejected);
     }
 
-    fn finish(mut self, keys: &KeyTable, max_reject: f64) -> Vec<PolicyReport> {
+    fn finish(mut self, keys: &KeyTable, max_reject: Option<f64>) -> Vec<PolicyReport> {
         let mut per_slot: Vec<SlotKeys> =
             (0..self.slots.len()).map(|_| SlotKeys::default()).collect();
         for (id, key) in self.keys.iter().enumerate() {
             for counters in key.tiers.iter() {
                 let slot = &mut self.slots[counters.slot];
-                // The window still open at the end is closed now.
-                slot.windows.record(counters.count);
+                // The windows still open at the end are closed now.
+                slot.windows.record(counters.first.count);
+                for (limit, counted) in slot.stack.iter_mut().skip(1).zip(&counters.stacked) {
+                    limit.windows.record(counted.count);
+                }
                 per_slot[counters.slot].add(id as u32, counters);
             }
         }
@@ -284,11 +358,40 @@ impl PolicyRun {
     }
 }
 
+/// The aligned window of `limit` holding `at_ms`: its calendar window (days, weeks or
+/// months in its zone) for a calendar limit, else `at_ms / window`.
+fn window_index(limit: &LimitSpec, at_ms: u64) -> u64 {
+    match &limit.calendar {
+        Some(calendar) => calendar.frame(at_ms).index,
+        None => at_ms / limit.window_ms,
+    }
+}
+
 impl Slot {
-    fn new(label: &str, limit: LimitSpec, candidate: Option<LimitSpec>) -> Self {
+    fn new(
+        label: &str,
+        limit: LimitSpec,
+        stack: &[StackedLimit],
+        candidate: Option<LimitSpec>,
+    ) -> Self {
+        let limits = if stack.is_empty() {
+            vec![limit]
+        } else {
+            stack.iter().map(|s| s.params).collect()
+        };
         Slot {
             label: label.to_owned(),
-            limit,
+            limit: limits[0],
+            limits,
+            stack: stack
+                .iter()
+                .map(|s| StackSlot {
+                    label: s.label.clone(),
+                    limit: s.params,
+                    rejected: 0,
+                    windows: WindowCounts::default(),
+                })
+                .collect(),
             candidate,
             requests: 0,
             rejected: 0,
@@ -304,6 +407,8 @@ impl Slot {
 #[derive(Debug, Default)]
 struct SlotKeys {
     peaks: Vec<u64>,
+    /// Of stacked limits, the second's on: every key's peak in its windows.
+    stacked_peaks: Vec<Vec<u64>>,
     keys_limited: u64,
     candidate_keys_limited: u64,
     /// (rejected, key id) of keys rejected at least once; likewise for the candidate.
@@ -313,7 +418,14 @@ struct SlotKeys {
 
 impl SlotKeys {
     fn add(&mut self, id: u32, counters: &KeyTier) {
-        self.peaks.push(counters.peak);
+        self.peaks.push(counters.first.peak);
+        if self.stacked_peaks.len() < counters.stacked.len() {
+            self.stacked_peaks
+                .resize_with(counters.stacked.len(), Vec::new);
+        }
+        for (peaks, counted) in self.stacked_peaks.iter_mut().zip(&counters.stacked) {
+            peaks.push(counted.peak);
+        }
         if counters.rejected > 0 {
             self.keys_limited += 1;
             self.rejecting.push((counters.rejected, id));
@@ -330,13 +442,40 @@ impl SlotKeys {
         policy: &str,
         slot: &Slot,
         keys: &KeyTable,
-        max_reject: f64,
+        max_reject: Option<f64>,
     ) -> PolicyReport {
         self.peaks.sort_unstable();
         let peaks = self.peaks;
         let key_count = peaks.len() as u64;
         let suggested_limit =
             stats::suggested_limit(&peaks, &slot.windows.distribution(), max_reject, slot.units);
+        let peak_rate = peak_rate(&peaks);
+        let limits = slot
+            .stack
+            .iter()
+            .enumerate()
+            .map(|(i, limit)| {
+                let (peak_rate, suggested_limit) = match i.checked_sub(1) {
+                    None => (peak_rate, suggested_limit),
+                    Some(j) => {
+                        let mut peaks = self.stacked_peaks.get(j).cloned().unwrap_or_default();
+                        peaks.sort_unstable();
+                        let distribution = limit.windows.distribution();
+                        (
+                            self::peak_rate(&peaks),
+                            stats::suggested_limit(&peaks, &distribution, max_reject, slot.units),
+                        )
+                    }
+                };
+                StackedReport {
+                    limit: limit.label.clone(),
+                    rejected: limit.rejected,
+                    peak_rate,
+                    suggested_limit,
+                    params: limit.limit,
+                }
+            })
+            .collect();
         let candidate = slot.candidate.map(|limit| CandidateReport {
             requests: slot.requests,
             rejected: slot.candidate_rejected,
@@ -352,19 +491,25 @@ impl SlotKeys {
             rejected: slot.rejected,
             keys: key_count,
             keys_limited: self.keys_limited,
-            peak_rate: PeakRate {
-                p50: stats::percentile(&peaks, 50),
-                p90: stats::percentile(&peaks, 90),
-                p99: stats::percentile(&peaks, 99),
-                max: peaks.last().copied().unwrap_or(0),
-            },
+            peak_rate,
             suggested_limit,
             top: top(self.rejecting, keys),
             candidate,
+            limits,
             limit: slot.limit,
             timeline: slot.timeline.clone(),
             peaks,
         }
+    }
+}
+
+/// p50/p90/p99/max of `peaks` (ascending).
+fn peak_rate(peaks: &[u64]) -> PeakRate {
+    PeakRate {
+        p50: stats::percentile(peaks, 50),
+        p90: stats::percentile(peaks, 90),
+        p99: stats::percentile(peaks, 99),
+        max: peaks.last().copied().unwrap_or(0),
     }
 }
 

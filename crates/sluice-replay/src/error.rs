@@ -34,6 +34,13 @@ pub enum Error {
         #[source]
         source: sluice_core::ParamsError,
     },
+    /// A policy's stacked limits cannot be replayed as given.
+    #[error("policy {policy:?}, tier {tier:?}: {message}")]
+    Stack {
+        policy: String,
+        tier: String,
+        message: String,
+    },
     /// Another option is out of range.
     #[error("{flag}: {message}")]
     Option { flag: &'static str, message: String },

@@ -13,8 +13,19 @@ pub const NO_TIER: &str = "none";
 /// policy's own limit, as the daemon does and labels its metrics).
 pub const OTHER_TIER: &str = "other";
 
-/// A policy as replayed: its own limit, its tiers' limits, and the candidate limits judged
-/// beside them with `--candidate`.
+/// Most limits a policy or tier stacks (`limits = [...]`), as the daemon's config allows.
+pub const MAX_STACKED: usize = 4;
+
+/// One limit of a stacked policy or tier, and the label the daemon names it by in headers
+/// (`<policy>.<window>`), which the report names it by too.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StackedLimit {
+    pub label: String,
+    pub params: LimitSpec,
+}
+
+/// A policy as replayed: its own limit, its tiers' limits, their stacked limits, and the
+/// candidate limits judged beside them with `--candidate`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReplayPolicy {
     pub name: String,
@@ -26,6 +37,14 @@ pub struct ReplayPolicy {
     /// also judges lines of unknown tiers). A tier without an entry has no candidate: the
     /// caller resolves any defaults (a tier's candidate inheriting the policy's) beforehand.
     pub candidates: BTreeMap<String, LimitSpec>,
+    /// Stacked limits by tier name, `none` for the policy's own (which also judges lines of
+    /// unknown tiers): every limit of that tier (2 to [`MAX_STACKED`]), the first being its
+    /// limit in `base` or `tiers`. A tier without an entry has its one limit.
+    pub stacks: BTreeMap<String, Vec<StackedLimit>>,
+    /// `usage = true`: each line is a check that asks (allowed while every limit has at least
+    /// 1 left, consuming nothing) and, when allowed, a charge of its cost afterwards (the
+    /// balance may go into debt), as a gateway in front of the daemon does.
+    pub usage: bool,
 }
 
 impl ReplayPolicy {
@@ -36,6 +55,8 @@ impl ReplayPolicy {
             base,
             tiers: BTreeMap::new(),
             candidates: BTreeMap::new(),
+            stacks: BTreeMap::new(),
+            usage: false,
         }
     }
 }
@@ -83,8 +104,12 @@ pub struct ReplayOptions {
     pub tier: Option<String>,
     /// `--candidate`: judge each (policy, tier)'s candidate limit beside its limit.
     pub candidate: bool,
-    /// `--max-reject`: the share of requests the suggested limit may reject (0..=1).
-    pub max_reject: f64,
+    /// `--cost`: the expression giving each line's cost (a whole number; default: the CSV
+    /// `cost` column, else 1).
+    pub cost: Option<String>,
+    /// `--max-reject`: the share of requests the suggested limit may reject (0..=1). `None`:
+    /// the suggestion follows the keys rule alone (see the crate doc).
+    pub max_reject: Option<f64>,
     /// Distinct keys tracked at most; a line with a new key past it is unparsed ("key table
     /// full"), so memory stays bounded whatever the log holds.
     pub max_keys: usize,
@@ -92,22 +117,21 @@ pub struct ReplayOptions {
     pub progress: bool,
 }
 
-/// `--max-reject` when not given.
-pub const DEFAULT_MAX_REJECT: f64 = 0.01;
 /// [`ReplayOptions::max_keys`] when not set: ten million keys, a few GiB at most.
 pub const DEFAULT_MAX_KEYS: usize = 10_000_000;
 
 impl ReplayOptions {
-    /// Defaults for `format`: its default key, every policy, no tier, no candidate,
-    /// `max_reject` 0.01, no progress bar.
+    /// Defaults for `format`: its default key, every policy, no tier, no cost expression, no
+    /// candidate, the keys rule alone, no progress bar.
     pub fn new(format: Format) -> Self {
         ReplayOptions {
             format,
             key: None,
             policy: None,
             tier: None,
+            cost: None,
             candidate: false,
-            max_reject: DEFAULT_MAX_REJECT,
+            max_reject: None,
             max_keys: DEFAULT_MAX_KEYS,
             progress: false,
         }

@@ -16,12 +16,13 @@
 //! a.gz b.gz` makes, are read in turn). Several files are merged in time order, each read on
 //! a thread of its own. A line longer than 256 KiB is unparsed.
 //!
-//! **Expressions.** `--key` and `--tier` are templates of `$name` / `${name}` variables and
+//! **Expressions.** `--key`, `--tier` and `--cost` are templates of `$name` / `${name}` variables and
 //! literal text. Variables: the nginx format's variable names; for Envoy `$start_time`,
 //! `$method`, `$path`, `$protocol`, `$response_code`, `$response_flags`, `$bytes_received`,
 //! `$bytes_sent`, `$duration`, `$upstream_service_time`, `$x_forwarded_for`, `$user_agent`,
-//! `$request_id`, `$authority`, `$upstream_host`; JSON field names (a dotted name reaches
-//! into nested objects); the CSV column names `timestamp`, `key`, `policy`, `tier`, `cost`.
+//! `$request_id`, `$authority`, `$upstream_host`; JSON field names (a dotted name, or one
+//! joined with `_`, reaches into nested objects: `${usage.total_tokens}`,
+//! `$usage_total_tokens`); the CSV column names `timestamp`, `key`, `policy`, `tier`, `cost`.
 //! A variable the format does not have is refused before reading. `--key` defaults to
 //! `ip:$remote_addr` (nginx and JSON), `ip:$x_forwarded_for` (Envoy), `$key` (CSV). nginx
 //! and Envoy write `-` for an empty value, and it is read as empty.
@@ -41,9 +42,27 @@
 //! reported as tier `other`, as the daemon does and labels its metrics (`plan_tier`). The
 //! candidate of `none` (the policy's own) also judges `other`.
 //!
-//! **Cost.** The CSV `cost` column (a whole number ≥ 1), else 1. A cost above the limit's
-//! capacity (its burst for the bucket algorithms, its limit for the window ones) is a
-//! rejection: the core refuses it.
+//! **Cost.** The `--cost` expression (e.g. `$usage_total_tokens`: JSON's
+//! `usage.total_tokens`, the tokens an LLM answer used), a whole number ≥ 0, a line whose
+//! value is empty or not one being unparsed; else the CSV `cost` column (a whole number ≥ 1);
+//! else 1. A cost above a limit's capacity (its burst for the bucket algorithms, its limit for
+//! the window ones) is a rejection: the core refuses it.
+//!
+//! **Stacked limits.** A (policy, tier) with stacked limits ([`ReplayPolicy::stacks`]) is
+//! decided as the daemon decides it: each limit on its own state per key, allowed only when
+//! every one allows, all or none consuming. Its report counts, per limit, the requests it
+//! denied (a request two limits denied counts under both), so it says which limit bound
+//! most, and each limit's peak rates and suggestion in its own windows (`limits`); the row's
+//! own are the first limit's.
+//!
+//! **Usage policies.** A line of a usage policy ([`ReplayPolicy::usage`]) is a check that asks
+//! (allowed while every limit has at least 1 left, consuming nothing) and, when allowed, a
+//! charge of its cost after the response, the balance going into debt when it must; a key in
+//! debt is denied until its refill or window end repays it. Peak rates count what was asked,
+//! in cost units: with `--cost` they are tokens per window, and the suggestion a token budget.
+//!
+//! **Calendar windows.** A calendar limit (a day, week or month of a zone) is decided by the
+//! core on its calendar; peak rates count per calendar window.
 //!
 //! **Time.** Each line's own timestamp, in milliseconds. State is per (policy, key), as the
 //! daemon keeps it. nginx logs a request when it ends, so a line slightly earlier than the
@@ -58,9 +77,10 @@
 //! **Figures.** Per (policy, tier): requests, would-reject count, keys seen, keys rejected at
 //! least once, the 20 keys with most rejections, and each key's peak rate (its highest count
 //! in one aligned window of the limit's window; counts are in cost units) as p50/p90/p99/max
-//! over keys (nearest rank). The suggested limit is `max(Lk, Lr)` over each key's counts per
-//! aligned window: `Lk` the smallest `L` with at most `floor(1 % of keys)` keys whose peak
-//! exceeds `L`, `Lr` the smallest `L` with `Σ max(0, count − L) ≤ floor(max_reject ×
+//! over keys (nearest rank). The suggested limit is `Lk` over each key's counts per aligned
+//! window, the smallest `L` with at most `floor(1 % of keys)` keys whose peak exceeds `L` (the
+//! keys rule: a handful of abusive keys never raise it); with `--max-reject` given it is
+//! `max(Lk, Lr)`, `Lr` the smallest `L` with `Σ max(0, count − L) ≤ floor(max_reject ×
 //! requests)` (requests in cost units). Window counts are kept in a histogram exact below 2 048
 //! and within 0.1 % above, filled as each key's window closes. A (policy, tier) with no
 //! traffic is left out, except a policy's own (`none`) when the policy saw no traffic at
@@ -75,6 +95,7 @@
 //! [`stats::MAX_BUCKETS`] buckets, doubling their width as the log goes on.
 
 mod batch;
+mod decide;
 mod engine;
 mod error;
 mod formats;
@@ -96,14 +117,14 @@ pub use formats::csv::COLUMNS as CSV_COLUMNS;
 pub use formats::json::DEFAULT_TIME_FIELDS;
 pub use formats::pattern::{ENVOY_DEFAULT, NGINX_COMBINED};
 pub use input::{
-    DEFAULT_MAX_KEYS, DEFAULT_MAX_REJECT, Format, LimitSpec, NO_TIER, OTHER_TIER, ReplayOptions,
-    ReplayPolicy,
+    DEFAULT_MAX_KEYS, Format, LimitSpec, MAX_STACKED, NO_TIER, OTHER_TIER, ReplayOptions,
+    ReplayPolicy, StackedLimit,
 };
 pub use replay::{ScanSummary, replay, scan};
 pub use report::format::{limit_text, thousands, window_text};
 pub use report::model::{
-    CandidateReport, PeakRate, PolicyReport, Report, ReportDetails, TOP_KEYS, TopKey,
-    UNPARSED_TEXT_CHARS, UnparsedLine,
+    CandidateReport, PeakRate, PolicyReport, Report, ReportDetails, StackedReport, TOP_KEYS,
+    TopKey, UNPARSED_TEXT_CHARS, UnparsedLine,
 };
 pub use report::{render_html, render_text};
 pub use time::{format_nginx_time, format_rfc3339_millis, format_utc_seconds};

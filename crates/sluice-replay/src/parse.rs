@@ -1,6 +1,7 @@
 //! From a log line to a replayable [`Line`]: the format gives the time and the variables'
 //! values, the `--key` and `--tier` expressions are expanded into the batch's arena, and the
-//! policy and cost are chosen (CSV columns first, then the flags). A line that cannot be
+//! policy and cost are chosen (the `--cost` expression first, then the CSV columns, then the
+//! other flags). A line that cannot be
 //! replayed answers why, and leaves the batch as it was.
 
 use crate::batch::{ArenaRange, Batch, Line, PolicyPick};
@@ -18,7 +19,7 @@ enum ExprPiece {
     Var(usize, Box<str>),
 }
 
-/// A `--key` or `--tier` expression bound to a format's variables.
+/// A `--key`, `--tier` or `--cost` expression bound to a format's variables.
 #[derive(Debug, Clone)]
 struct Expr {
     pieces: Vec<ExprPiece>,
@@ -75,6 +76,9 @@ pub(crate) struct LineParser {
     format: LineFormat,
     key: Expr,
     tier: Option<Expr>,
+    /// `--cost`, and the buffer its expansion is read from.
+    cost: Option<Expr>,
+    cost_text: Vec<u8>,
     /// CSV: the policy, tier and cost columns are read.
     csv_columns: bool,
     /// Policy names in replay order, to resolve a CSV `policy` value.
@@ -106,6 +110,11 @@ impl LineParser {
             .as_deref()
             .map(|source| Expr::compile("--tier", source, &mut format))
             .transpose()?;
+        let cost = options
+            .cost
+            .as_deref()
+            .map(|source| Expr::compile("--cost", source, &mut format))
+            .transpose()?;
         let default_pick = match &options.policy {
             None => PolicyPick::All,
             Some(name) => {
@@ -123,6 +132,8 @@ impl LineParser {
             format,
             key,
             tier,
+            cost,
+            cost_text: Vec::new(),
             policy_names: policy_names.iter().map(|n| n.as_bytes().into()).collect(),
             default_pick,
             fields: Fields::default(),
@@ -167,7 +178,8 @@ impl LineParser {
                 policy = PolicyPick::One(index as u32);
             }
             let written = fields.get(line, csv::COST);
-            if !written.is_empty() {
+            // `--cost` given, the column is not read.
+            if !written.is_empty() && self.cost.is_none() {
                 cost = std::str::from_utf8(written)
                     .ok()
                     .and_then(|text| text.parse::<u64>().ok())
@@ -180,6 +192,17 @@ impl LineParser {
                     })?;
             }
             tier_column = fields.get(line, csv::TIER);
+        }
+        if let Some(expr) = &self.cost {
+            self.cost_text.clear();
+            expr.expand(line, fields, &mut self.cost_text)
+                .map_err(|name| format!("--cost variable ${name} is empty"))?;
+            cost = whole_number(&self.cost_text).ok_or_else(|| {
+                format!(
+                    "bad --cost {:?}: a whole number of at least 0",
+                    String::from_utf8_lossy(&self.cost_text)
+                )
+            })?;
         }
 
         let key_start = batch.arena.len();
@@ -209,6 +232,14 @@ impl LineParser {
         });
         Ok(())
     }
+}
+
+/// `text` as a whole number: digits only (a JSON number like `12.0` or `1e3` is not one).
+fn whole_number(text: &[u8]) -> Option<u64> {
+    if text.is_empty() || !text.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    std::str::from_utf8(text).ok()?.parse().ok()
 }
 
 fn range(start: usize, end: usize) -> ArenaRange {
@@ -302,6 +333,41 @@ mod tests {
             LineParser::new(&opts, &["a"]).unwrap_err(),
             Error::UnknownPolicy { .. }
         ));
+    }
+
+    #[test]
+    fn the_cost_expression_wins_and_refuses_what_is_not_a_whole_number() {
+        let mut opts = options(Format::Json { time_field: None });
+        opts.cost = Some("$usage_total_tokens".into());
+        let mut parser = LineParser::new(&opts, &["a"]).unwrap();
+        let line = |usage: &str| {
+            format!(r#"{{"time":1796551200,"remote_addr":"10.0.0.1","usage":{usage}}}"#)
+        };
+        let cost = |parser: &mut LineParser, usage: &str| {
+            parsed(parser, &line(usage)).map(|(_, _, _, _, cost)| cost)
+        };
+        assert_eq!(cost(&mut parser, r#"{"total_tokens":812}"#), Ok(812));
+        assert_eq!(cost(&mut parser, r#"{"total_tokens":0}"#), Ok(0));
+        for bad in [
+            r#"{"total_tokens":"many"}"#,
+            r#"{"total_tokens":12.5}"#,
+            r#"{"total_tokens":-3}"#,
+        ] {
+            assert!(
+                cost(&mut parser, bad).unwrap_err().contains("bad --cost"),
+                "{bad}"
+            );
+        }
+        assert!(
+            cost(&mut parser, "{}")
+                .unwrap_err()
+                .contains("$usage_total_tokens is empty")
+        );
+        // A CSV line's cost column yields to --cost.
+        let mut opts = options(Format::Csv);
+        opts.cost = Some("${policy}".into());
+        let mut parser = LineParser::new(&opts, &["7"]).unwrap();
+        assert_eq!(parsed(&mut parser, "1796551200,k,7,,3").unwrap().4, 7);
     }
 
     #[test]

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use crate::engine::Engine;
 use crate::error::Error;
-use crate::input::{NO_TIER, ReplayOptions, ReplayPolicy};
+use crate::input::{MAX_STACKED, NO_TIER, ReplayOptions, ReplayPolicy};
 use crate::merge::Merge;
 use crate::parse::LineParser;
 use crate::progress::Progress;
@@ -58,13 +58,13 @@ pub fn replay(
         lines,
         unparsed: unparsed + over_max_keys,
         policies: engine.finish(options.max_reject),
+        max_reject: options.max_reject,
         details: ReportDetails {
             files: files.to_vec(),
             unparsed_examples: examples,
             first_ms,
             last_ms,
             keys,
-            max_reject: options.max_reject,
         },
     })
 }
@@ -138,18 +138,18 @@ fn totals(summaries: Vec<FileSummary>) -> (u64, u64, Vec<UnparsedLine>) {
     (lines, unparsed, examples)
 }
 
-/// Refuses what cannot be replayed: no policy, an invalid limit, `--max-reject` out of range.
+/// Refuses what cannot be replayed: no policy, an invalid limit or stack, `--max-reject` out
+/// of range.
 fn check(policies: &[ReplayPolicy], options: &ReplayOptions) -> Result<(), Error> {
     if policies.is_empty() {
         return Err(Error::NoPolicies);
     }
-    if !(0.0..=1.0).contains(&options.max_reject) {
+    if let Some(share) = options.max_reject
+        && !(0.0..=1.0).contains(&share)
+    {
         return Err(Error::Option {
             flag: "--max-reject",
-            message: format!(
-                "{} is not a share between 0 and 1 (0.01 = 1 %)",
-                options.max_reject
-            ),
+            message: format!("{share} is not a share between 0 and 1 (0.01 = 1 %)"),
         });
     }
     if options.max_keys == 0 {
@@ -178,6 +178,64 @@ fn check(policies: &[ReplayPolicy], options: &ReplayOptions) -> Result<(), Error
                 tier: tier.to_owned(),
                 source,
             })?;
+        }
+        check_stacks(policy)?;
+    }
+    Ok(())
+}
+
+/// Each stack: 2 to [`MAX_STACKED`] valid limits, the first being its tier's limit, of an
+/// algorithm that carries a debt on a usage policy.
+fn check_stacks(policy: &ReplayPolicy) -> Result<(), Error> {
+    let refuse = |tier: &str, message: String| Error::Stack {
+        policy: policy.name.clone(),
+        tier: tier.to_owned(),
+        message,
+    };
+    for (tier, stack) in &policy.stacks {
+        let own = if tier == NO_TIER {
+            Some(&policy.base)
+        } else {
+            policy.tiers.get(tier)
+        };
+        let Some(own) = own else {
+            return Err(refuse(
+                tier,
+                "stacked limits of a tier the policy does not have".into(),
+            ));
+        };
+        if !(2..=MAX_STACKED).contains(&stack.len()) {
+            return Err(refuse(
+                tier,
+                format!("{} stacked limits; 2 to {MAX_STACKED} stack", stack.len()),
+            ));
+        }
+        if stack[0].params != *own {
+            return Err(refuse(
+                tier,
+                "the first stacked limit is not the tier's limit".into(),
+            ));
+        }
+        for limit in stack {
+            limit.params.validate().map_err(|source| Error::Limit {
+                policy: policy.name.clone(),
+                tier: limit.label.clone(),
+                source,
+            })?;
+        }
+    }
+    if policy.usage {
+        let every = std::iter::once(&policy.base)
+            .chain(policy.tiers.values())
+            .chain(policy.stacks.values().flatten().map(|s| &s.params));
+        if let Some(limit) = every.into_iter().find(|l| !l.algorithm.carries_debt()) {
+            return Err(refuse(
+                NO_TIER,
+                format!(
+                    "usage = true needs an algorithm that carries a debt, not {}",
+                    limit.algorithm.as_str()
+                ),
+            ));
         }
     }
     Ok(())

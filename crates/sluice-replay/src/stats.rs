@@ -153,19 +153,28 @@ pub fn smallest_limit_for_keys(peaks: &[u64]) -> u64 {
     peaks[peaks.len() - 1 - allowed_over]
 }
 
-/// The suggested limit: `max(Lk, Lr)`, `Lr`'s budget `floor(max_reject × requests)` (requests
-/// counted in cost units, as the windows are); `None` without traffic.
+/// The suggested limit: `Lk` (the keys rule), or with a `max_reject` share given `max(Lk,
+/// Lr)`, `Lr`'s budget `floor(max_reject × requests)` (requests counted in cost units, as the
+/// windows are); `None` without traffic. The keys rule alone by default, so a handful of
+/// abusive keys never raise the suggestion: keeping their 429s under a share of all requests
+/// would mean letting them through.
 pub fn suggested_limit(
     peaks: &[u64],
     distribution: &[(u64, u64)],
-    max_reject: f64,
+    max_reject: Option<f64>,
     requests: u64,
 ) -> Option<u64> {
     if peaks.is_empty() {
         return None;
     }
-    let budget = (max_reject * requests as f64).floor() as u64;
-    Some(smallest_limit_for_keys(peaks).max(smallest_limit_within(distribution, budget)))
+    let keys_rule = smallest_limit_for_keys(peaks);
+    Some(match max_reject {
+        None => keys_rule,
+        Some(share) => {
+            let budget = (share * requests as f64).floor() as u64;
+            keys_rule.max(smallest_limit_within(distribution, budget))
+        }
+    })
 }
 
 /// The nearest-rank percentile `p` (0..=100) of `sorted` (ascending); 0 when empty.

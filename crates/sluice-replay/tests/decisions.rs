@@ -166,7 +166,7 @@ fn suggested_limit_where_the_keys_bind() {
     }
     let file = logs.write("keys.csv", content);
     let mut options = csv_options();
-    options.max_reject = 0.5;
+    options.max_reject = Some(0.5);
     let report = run(&[policy("api", fixed(10, 60_000))], &[file], &options);
     assert_eq!(row(&report, "api", "none").suggested_limit, Some(198));
 }
@@ -175,7 +175,7 @@ fn suggested_limit_where_the_keys_bind() {
 fn suggested_limit_where_the_rejections_bind() {
     let logs = Logs::new();
     // One key sends 150 in each of 10 minutes; 99 keys send 1. Lk: 1 % of 100 keys = 1 may
-    // exceed, so Lk is the second highest peak, 1. Lr at max_reject 0.01: 1 599 requests,
+    // exceed, so Lk is the second highest peak, 1. Lr at --max-reject 0.01: 1 599 requests,
     // budget 15; 10·(150 − L) ≤ 15 first holds at L = 149 (10 ≤ 15; at 148, 20 > 15).
     let mut content = String::new();
     for minute in 0..10u64 {
@@ -188,13 +188,18 @@ fn suggested_limit_where_the_rejections_bind() {
         content.push_str(&csv(&format!("light{key}"), [T0 + 700_000]));
     }
     let file = logs.write("heavy.csv", content);
-    let report = run(
-        &[policy("api", fixed(100, 60_000))],
-        &[file],
-        &csv_options(),
-    );
+    let mut options = csv_options();
+    options.max_reject = Some(0.01);
+    let policies = [policy("api", fixed(100, 60_000))];
+    let report = run(&policies, std::slice::from_ref(&file), &options);
     let api = row(&report, "api", "none");
     assert_eq!(api.suggested_limit, Some(149));
     assert_eq!(api.peak_rate.max, 150);
     assert_eq!(api.peak_rate.p99, 1);
+    assert_eq!(report.max_reject, Some(0.01));
+    assert_eq!(serde_json::to_value(&report).unwrap()["max_reject"], 0.01);
+    // Without --max-reject, the keys rule alone: the one heavy key does not raise it.
+    let report = run(&policies, &[file], &csv_options());
+    assert_eq!(row(&report, "api", "none").suggested_limit, Some(1));
+    assert_eq!(report.max_reject, None);
 }

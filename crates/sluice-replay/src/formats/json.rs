@@ -1,5 +1,7 @@
 //! JSON access logs: one object per line. Variables name fields: a top-level field by its
-//! name, else a nested one by a dotted path (`${request.ip}`). Strings are their text,
+//! name, else a nested one by a dotted path (`${request.ip}`), else a nested one by its path
+//! joined with `_` (`$usage_total_tokens` reaches `{"usage": {"total_tokens": 812}}`, since a
+//! bare `$name` cannot hold a dot). Strings are their text,
 //! numbers and booleans as written, `null` (and a missing field) is empty, an object or array
 //! its compact JSON. The time is in `time` or `timestamp` (the first present), or in the
 //! field the time-field option names: RFC 3339 or unix seconds, as a number or a string.
@@ -71,17 +73,33 @@ impl JsonFormat {
     }
 }
 
-/// The field `name` of `object`: top-level first, else a dotted path into nested objects.
+/// The field `name` of `object`: top-level first, else a dotted path into nested objects,
+/// else a path joined with `_`.
 fn field<'a>(object: &'a Map<String, Value>, name: &str) -> Option<&'a Value> {
     if let Some(value) = object.get(name) {
         return Some(value);
     }
+    dotted(object, name).or_else(|| underscored(object, name))
+}
+
+fn dotted<'a>(object: &'a Map<String, Value>, name: &str) -> Option<&'a Value> {
     let mut parts = name.split('.');
     let mut value = object.get(parts.next()?)?;
     for part in parts {
         value = value.as_object()?.get(part)?;
     }
     Some(value)
+}
+
+/// `name` as fields of nested objects joined with `_`: a field of `object` whose name and an
+/// `_` start `name`, and the rest of `name` inside it (only fields that are objects are
+/// entered, each at a `_` of `name`, so the search is bounded by the name's underscores).
+fn underscored<'a>(object: &'a Map<String, Value>, name: &str) -> Option<&'a Value> {
+    name.match_indices('_').find_map(|(at, _)| {
+        let inner = object.get(&name[..at])?.as_object()?;
+        let rest = &name[at + 1..];
+        inner.get(rest).or_else(|| underscored(inner, rest))
+    })
 }
 
 /// The text a variable expands to for `value`.
@@ -126,6 +144,13 @@ mod tests {
         .unwrap();
         assert_eq!(at, 1_796_551_200_000);
         assert_eq!(values, ["10.0.0.1", "u\"1", "7", ""]);
+        let (_, values) = parse(
+            &mut format,
+            &["usage_total_tokens", "usage_detail_cached", "usage_none"],
+            r#"{"time":1796551200,"usage":{"total_tokens":812,"detail":{"cached":5}}}"#,
+        )
+        .unwrap();
+        assert_eq!(values, ["812", "5", ""]);
         let (at, _) = parse(&mut format, &[], r#"{"timestamp":1796551200.5}"#).unwrap();
         assert_eq!(at, 1_796_551_200_500);
         let (at, _) = parse(&mut format, &[], r#"{"timestamp":"1796551200"}"#).unwrap();

@@ -1,6 +1,7 @@
 //! How figures read in the text and HTML reports: thousands separated, windows as the
 //! config writes them, a limit in one phrase.
 
+use super::model::PolicyReport;
 use crate::input::LimitSpec;
 
 /// `1234567` → `1,234,567`.
@@ -16,6 +17,29 @@ pub fn thousands(value: u64) -> String {
     out
 }
 
+/// What the suggested limits answer: the keys rule alone, or with `--max-reject` the requests
+/// rule too.
+pub fn rule_text(max_reject: Option<f64>) -> String {
+    match max_reject {
+        None => {
+            "at most 1 % of keys exceed it (the keys rule; --max-reject adds a share of requests)"
+                .to_owned()
+        }
+        Some(share) => format!(
+            "at most 1 % of keys exceed it and it rejects at most {} % of requests (--max-reject {share})",
+            share * 100.0
+        ),
+    }
+}
+
+/// A stacked row's limit: the first limit and how many more stack on it.
+pub fn stacked_limit_text(row: &PolicyReport) -> String {
+    match row.limits.len() {
+        0 | 1 => limit_text(&row.limit),
+        n => format!("{} +{} stacked", limit_text(&row.limit), n - 1),
+    }
+}
+
 /// A window in the largest whole unit: `1h`, `1m`, `30s`, `250ms`.
 pub fn window_text(window_ms: u64) -> String {
     match window_ms {
@@ -26,14 +50,14 @@ pub fn window_text(window_ms: u64) -> String {
     }
 }
 
-/// `token_bucket 100/1m burst 200` (the burst only for the algorithms that use it).
+/// `token_bucket 100/1m burst 200` (the burst only for the algorithms that use it); a
+/// calendar window as `fixed_window 5000/1mo Asia/Tokyo`.
 pub fn limit_text(limit: &LimitSpec) -> String {
-    let mut text = format!(
-        "{} {}/{}",
-        limit.algorithm,
-        limit.limit,
-        window_text(limit.window_ms)
-    );
+    let window = match &limit.calendar {
+        Some(calendar) => format!("{} {}", calendar.unit.as_str(), calendar.zone.name()),
+        None => window_text(limit.window_ms),
+    };
+    let mut text = format!("{} {}/{window}", limit.algorithm, limit.limit);
     if limit.algorithm.uses_burst() {
         text.push_str(&format!(" burst {}", limit.burst));
     }

@@ -7,7 +7,7 @@
 use std::fmt::Write as _;
 
 use super::charts;
-use super::format::{limit_text, thousands, window_text};
+use super::format::{limit_text, rule_text, stacked_limit_text, thousands, window_text};
 use super::model::{PolicyReport, Report};
 use crate::error::Error;
 use crate::time::format_utc_seconds;
@@ -67,7 +67,7 @@ pub fn render_html(report: &Report) -> Result<String, Error> {
     header(&mut page, report);
     page.push_str("<main>\n");
     for (policy, rows) in report.by_policy() {
-        policy_card(&mut page, policy, &rows, report.details.max_reject)?;
+        policy_card(&mut page, policy, &rows, report.max_reject)?;
     }
     unparsed_card(&mut page, report);
     page.push_str("</main>\n<footer>sluice replay · every line replayed through sluice-core at its own time</footer>\n</body>\n</html>\n");
@@ -126,7 +126,12 @@ fn header(page: &mut String, report: &Report) {
         ("keys", thousands(details.keys)),
         ("time span", span),
         ("files", details.files.len().to_string()),
-        ("max reject", format!("{} %", details.max_reject * 100.0)),
+        (
+            "max reject",
+            report
+                .max_reject
+                .map_or_else(|| "keys rule".to_owned(), |s| format!("{} %", s * 100.0)),
+        ),
     ];
     for (name, value) in tiles {
         let _ = writeln!(
@@ -165,7 +170,7 @@ fn policy_card(
     page: &mut String,
     policy: &str,
     rows: &[&PolicyReport],
-    max_reject: f64,
+    max_reject: Option<f64>,
 ) -> Result<(), Error> {
     let requests: u64 = rows.iter().map(|r| r.requests).sum();
     let rejected: u64 = rows.iter().map(|r| r.rejected).sum();
@@ -196,7 +201,7 @@ fn tier_table(page: &mut String, rows: &[&PolicyReport]) {
             page,
             "<tr><td class=\"l\"><b>{}</b></td><td class=\"l mono\">{}</td><td>{}</td><td>{}</td><td>{:.2}</td><td>{}</td><td>{}</td><td>{} / {} / {} / {}</td><td><b>{}</b></td></tr>",
             escape(&row.tier),
-            escape(&limit_text(&row.limit)),
+            escape(&stacked_limit_text(row)),
             thousands(row.requests),
             thousands(row.rejected),
             row.rejected_percent(),
@@ -226,6 +231,38 @@ fn tier_table(page: &mut String, rows: &[&PolicyReport]) {
     page.push_str("</table></div>\n");
 }
 
+/// A stacked tier's limits: each one's rejections, peak rates and suggestion in its own
+/// windows, the one that bound most named.
+fn stack_table(page: &mut String, row: &PolicyReport) {
+    let _ = writeln!(
+        page,
+        "<p class=\"note\">Stacked limits{} (a request two limits denied counts under both):</p>",
+        row.bound_most().map_or_else(String::new, |m| format!(
+            "; <b>{}</b> bound most",
+            escape(&m.limit)
+        ))
+    );
+    page.push_str("<div class=\"scroll\"><table>\n<tr><th class=\"l\">limit</th><th class=\"l\"></th><th>rejected</th><th>peak p50 / p90 / p99 / max</th><th>suggested</th></tr>\n");
+    for limit in &row.limits {
+        let peak = &limit.peak_rate;
+        let _ = writeln!(
+            page,
+            "<tr><td class=\"l\"><b>{}</b></td><td class=\"l mono\">{}</td><td>{}</td><td>{} / {} / {} / {}</td><td><b>{}</b></td></tr>",
+            escape(&limit.limit),
+            escape(&limit_text(&limit.params)),
+            thousands(limit.rejected),
+            peak.p50,
+            peak.p90,
+            peak.p99,
+            peak.max,
+            limit
+                .suggested_limit
+                .map_or_else(|| "-".to_owned(), thousands),
+        );
+    }
+    page.push_str("</table></div>\n");
+}
+
 fn swatch(color: &str, label: &str) -> String {
     format!(
         "<span><span class=\"sw\" style=\"background:var(--{color})\"></span>{}</span>",
@@ -233,22 +270,29 @@ fn swatch(color: &str, label: &str) -> String {
     )
 }
 
-fn tier_section(page: &mut String, row: &PolicyReport, max_reject: f64) -> Result<(), Error> {
+fn tier_section(
+    page: &mut String,
+    row: &PolicyReport,
+    max_reject: Option<f64>,
+) -> Result<(), Error> {
     let _ = writeln!(
         page,
         "<div class=\"tier\">\n<h3>tier {} · <span class=\"mono\">{}</span></h3>",
         escape(&row.tier),
-        escape(&limit_text(&row.limit))
+        escape(&stacked_limit_text(row))
     );
     if let Some(suggested) = row.suggested_limit {
         let _ = writeln!(
             page,
-            "<p class=\"note\">This traffic suggests a limit of <b>{}</b> per {} (now {}): it would reject at most {} % of requests and limit at most 1 % of keys.</p>",
+            "<p class=\"note\">This traffic suggests a limit of <b>{}</b> per {} (now {}): {}.</p>",
             thousands(suggested),
             window_text(row.limit.window_ms),
             thousands(row.limit.limit),
-            max_reject * 100.0
+            escape(&rule_text(max_reject))
         );
+    }
+    if !row.limits.is_empty() {
+        stack_table(page, row);
     }
     page.push_str("<div class=\"legend\">");
     page.push_str(&swatch("limit", &format!("limit {}", row.limit.limit)));

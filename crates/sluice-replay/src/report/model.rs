@@ -1,7 +1,8 @@
 //! The result of a replay. Serialized, it is exactly the `--json` document of the SPEC:
 //! `{"lines", "unparsed", "policies": [{"policy", "tier", "requests", "rejected", "keys",
 //! "keys_limited", "peak_rate": {"p50", "p90", "p99", "max"}, "suggested_limit", "top":
-//! [{"key", "rejected"}], "candidate"}]}`. What only the text and HTML renderers show (the
+//! [{"key", "rejected"}], "candidate", "limits"}], "max_reject"}` (`limits` only for
+//! stacked limits, `max_reject` only when given). What only the text and HTML renderers show (the
 //! limits, the timeline, every key's peak, the unparsed examples) is kept beside it, skipped
 //! by serde.
 
@@ -22,6 +23,10 @@ pub struct Report {
     /// One entry per (policy, tier) that saw traffic, and per policy that saw none (its
     /// `none` tier, all zero).
     pub policies: Vec<PolicyReport>,
+    /// `--max-reject`, which the suggested limits answer; absent: the keys rule alone (so the
+    /// default document is exactly the SPEC's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_reject: Option<f64>,
     #[serde(skip)]
     pub details: ReportDetails,
 }
@@ -52,8 +57,6 @@ pub struct ReportDetails {
     pub last_ms: Option<u64>,
     /// Distinct keys over all policies.
     pub keys: u64,
-    /// `--max-reject`, which the suggested limits answer.
-    pub max_reject: f64,
 }
 
 /// A line that could not be replayed, and why.
@@ -85,13 +88,19 @@ pub struct PolicyReport {
     pub keys_limited: u64,
     /// Per-key peak requests per aligned window of the limit's window, over keys.
     pub peak_rate: PeakRate,
-    /// `max(Lk, Lr)` (see the crate doc); `null` without traffic.
+    /// `Lk`, or `max(Lk, Lr)` with `--max-reject` (see the crate doc); `null` without traffic.
     pub suggested_limit: Option<u64>,
     /// The keys with most rejections, at most [`TOP_KEYS`], most first.
     pub top: Vec<TopKey>,
     /// The candidate limit's counts, with `--candidate` and a candidate for this tier.
     pub candidate: Option<CandidateReport>,
-    /// The limit replayed.
+    /// Of stacked limits, each limit in the config's order: the requests it denied (a
+    /// request two limits denied counts under both), and the peak rates and suggestion in its
+    /// own windows; absent for one limit.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub limits: Vec<StackedReport>,
+    /// The limit replayed (the first of stacked limits: peak rates and the suggestion are
+    /// counted in its windows).
     #[serde(skip)]
     pub limit: LimitSpec,
     /// Requests and rejections over time.
@@ -106,6 +115,35 @@ impl PolicyReport {
     /// Rejected share of requests, in percent.
     pub fn rejected_percent(&self) -> f64 {
         percent(self.rejected, self.requests)
+    }
+}
+
+/// One stacked limit of a (policy, tier).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct StackedReport {
+    /// Its label, `<policy>.<window>`.
+    pub limit: String,
+    /// Requests it denied.
+    pub rejected: u64,
+    /// Per-key peaks per aligned window of this limit's window.
+    pub peak_rate: PeakRate,
+    /// The suggestion for this limit, by the same rule as the row's.
+    pub suggested_limit: Option<u64>,
+    #[serde(skip)]
+    pub params: LimitSpec,
+}
+
+impl PolicyReport {
+    /// The stacked limit that denied most (the first of equals); `None` for one limit or
+    /// when none denied.
+    pub fn bound_most(&self) -> Option<&StackedReport> {
+        let mut most: Option<&StackedReport> = None;
+        for limit in self.limits.iter().filter(|l| l.rejected > 0) {
+            if most.is_none_or(|m| limit.rejected > m.rejected) {
+                most = Some(limit);
+            }
+        }
+        most
     }
 }
 

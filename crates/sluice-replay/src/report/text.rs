@@ -5,7 +5,7 @@
 
 use std::fmt::Write as _;
 
-use super::format::{limit_text, thousands};
+use super::format::{limit_text, rule_text, stacked_limit_text, thousands};
 use super::model::{PolicyReport, Report};
 use crate::time::format_utc_seconds;
 
@@ -34,10 +34,11 @@ pub fn render_text(report: &Report) -> String {
         );
     }
     out.push('\n');
-    out.push_str(&format!(
-        "suggested limits reject at most {} % of requests and limit at most 1 % of keys\n",
-        details.max_reject * 100.0
-    ));
+    let _ = writeln!(
+        out,
+        "each suggested limit: {}",
+        rule_text(report.max_reject)
+    );
 
     for (policy, rows) in report.by_policy() {
         render_policy(&mut out, policy, &rows);
@@ -62,7 +63,7 @@ fn render_policy(out: &mut String, policy: &str, rows: &[&PolicyReport]) {
         let peak = &row.peak_rate;
         table.push([
             row.tier.clone(),
-            limit_text(&row.limit),
+            stacked_limit_text(row),
             thousands(row.requests),
             thousands(row.rejected),
             format!("{:.2}", row.rejected_percent()),
@@ -87,6 +88,9 @@ fn render_policy(out: &mut String, policy: &str, rows: &[&PolicyReport]) {
         }
     }
     write_table(out, &table);
+    for row in rows.iter().filter(|row| !row.limits.is_empty()) {
+        render_stack(out, row);
+    }
     for row in rows {
         if row.top.is_empty() {
             continue;
@@ -104,6 +108,36 @@ fn render_policy(out: &mut String, policy: &str, rows: &[&PolicyReport]) {
         }
         out.push('\n');
     }
+}
+
+/// A stacked row's limits: each one's rejections, peak rates and suggestion in its own
+/// windows, and the one that bound most.
+fn render_stack(out: &mut String, row: &PolicyReport) {
+    let _ = write!(out, "  stacked limits ({})", row.tier);
+    if let Some(most) = row.bound_most() {
+        let _ = write!(out, ", bound most: {}", most.limit);
+    }
+    out.push_str(" (a request two limits denied counts under both)\n");
+    let mut table = vec![[
+        "  limit".to_owned(),
+        String::new(),
+        "rejected".to_owned(),
+        "peak p50/p90/p99/max".to_owned(),
+        "suggested".to_owned(),
+    ]];
+    for limit in &row.limits {
+        let peak = &limit.peak_rate;
+        table.push([
+            format!("  {}", limit.limit),
+            limit_text(&limit.params),
+            thousands(limit.rejected),
+            format!("{}/{}/{}/{}", peak.p50, peak.p90, peak.p99, peak.max),
+            limit
+                .suggested_limit
+                .map_or_else(|| "-".to_owned(), thousands),
+        ]);
+    }
+    write_table(out, &table);
 }
 
 /// Columns padded to their widest cell: text left-aligned, figures right-aligned.
