@@ -50,11 +50,7 @@ async fn check(
 async fn a_tokyo_month_resets_at_15_utc_on_its_last_day_on_every_backend() {
     for backend in Backend::all() {
         let name = backend.name();
-        let section = match &backend {
-            Backend::Memory => String::new(),
-            other => other.section("5s"),
-        };
-        let d = Daemon::start(&format!("{section}{TOML}")).await;
+        let d = Daemon::start(&format!("{}{TOML}", backend.section("5s"))).await;
         let end = ms("2026-02-28T15:00:00Z");
         d.clock.set(end - 2_000);
         let (status, body, headers) = check(&d, "monthly", "acme", 3).await;
@@ -92,11 +88,7 @@ async fn a_tokyo_month_resets_at_15_utc_on_its_last_day_on_every_backend() {
 async fn a_new_york_day_is_23_hours_in_march_and_25_in_november_on_every_backend() {
     for backend in Backend::all() {
         let name = backend.name();
-        let section = match &backend {
-            Backend::Memory => String::new(),
-            other => other.section("5s"),
-        };
-        let d = Daemon::start(&format!("{section}{TOML}")).await;
+        let d = Daemon::start(&format!("{}{TOML}", backend.section("5s"))).await;
         for (midnight, next) in [
             ("2026-03-08T05:00:00Z", "2026-03-09T04:00:00Z"),
             ("2026-11-01T04:00:00Z", "2026-11-02T05:00:00Z"),
