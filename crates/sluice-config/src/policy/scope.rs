@@ -1,6 +1,7 @@
 //! A policy's scope (`local`, `global`, `replicated`) and a replicated policy's shipping
 //! settings, compiled on their own; how they fit `[region]` is checked with it.
 
+use super::fields::field;
 use crate::backend::replication::Replication;
 use crate::error::FieldError;
 use crate::parse::parse_duration_ms;
@@ -39,7 +40,7 @@ pub(super) fn compile_scope(
     config: &PolicyConfig,
     errors: &mut Vec<FieldError>,
 ) -> (Scope, Option<Replication>) {
-    let field = |key: &str| format!("policies.{name}.{key}");
+    let field = |key: &str| field(name, key);
     let scope = match config.scope.as_str() {
         "local" => Scope::Local,
         "global" => Scope::Global,
