@@ -78,6 +78,7 @@ fn check(c: &mut Criterion) {
                         tier: None,
                         endpoint: None,
                         mode: sluice_core::Mode::Consume,
+                        detail: None,
                     };
                     black_box(ready(app.limiter.check(&input, T0)).unwrap());
                 })

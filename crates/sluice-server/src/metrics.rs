@@ -24,6 +24,7 @@ use crate::histogram::{self, MAX_BUCKETS, StripedHistogram};
 pub mod totals;
 
 mod described;
+pub mod detailed;
 pub mod lease;
 pub mod policy_meters;
 use described::Described;

@@ -458,3 +458,89 @@ async fn shared_counters_replaces_and_hits(
     let top: serde_json::Value = serde_json::from_slice(&top.body).unwrap();
     assert!(top.to_string().contains("remote_address=10.0.0.2"), "{top}");
 }
+
+/// `detailed_metric`: the first 100 distinct values of a flagged limit get their own
+/// `policy` label (envoyproxy/ratelimit's detailed key, `<domain>.<key>_<value>`), every
+/// further one is `<policy>.other`, and a limit without the flag keeps its plain label.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn detailed_metric_labels_the_first_hundred_values_then_other() {
+    let (d, mut client) = daemon(&Backend::Memory).await;
+    let hit = |value: &str| request("features", vec![descriptor(&[("detailed", value)], None)]);
+    // 101 values, one hit each, then the first and the 101st again (over their limit of 1).
+    for i in 0..=100 {
+        let code = ask(&mut client, hit(&format!("v{i}"))).await.overall_code;
+        assert_eq!(code, i32::from(Code::Ok), "v{i}");
+    }
+    for value in ["v0", "v100"] {
+        let code = ask(&mut client, hit(value)).await.overall_code;
+        assert_eq!(code, i32::from(Code::OverLimit), "{value}");
+    }
+    let plain = request("features", vec![descriptor(&[("month", "m")], None)]);
+    ask(&mut client, plain).await;
+
+    let metrics = d
+        .unix()
+        .send(http::Method::GET, "/metrics", &[], "")
+        .await
+        .unwrap();
+    let text = String::from_utf8_lossy(&metrics.body);
+    // (status, policy label) → value of every rate_limit_requests_total series.
+    let series: Vec<(String, String, f64)> = text
+        .lines()
+        .filter(|l| l.starts_with("rate_limit_requests_total{"))
+        .map(|l| {
+            let label = |name: &str| {
+                let start = l.find(&format!("{name}=\"")).unwrap() + name.len() + 2;
+                l[start..start + l[start..].find('"').unwrap()].to_owned()
+            };
+            let value = l.rsplit(' ').next().unwrap().parse().unwrap();
+            (label("status"), label("policy"), value)
+        })
+        .collect();
+    let count = |status: &str, policy: &str| {
+        series
+            .iter()
+            .find(|(s, p, _)| s == status && p == policy)
+            .map(|(_, _, v)| *v)
+    };
+    let detailed: std::collections::BTreeSet<&str> = series
+        .iter()
+        .filter(|(_, p, _)| p.starts_with("features.detailed_"))
+        .map(|(_, p, _)| p.as_str())
+        .collect();
+    assert_eq!(detailed.len(), 100, "{detailed:?}");
+    assert!(!detailed.contains("features.detailed_v100"), "{text}");
+    assert_eq!(
+        count("allowed", "features.detailed_v0"),
+        Some(1.0),
+        "{text}"
+    );
+    assert_eq!(
+        count("rejected", "features.detailed_v0"),
+        Some(1.0),
+        "{text}"
+    );
+    assert_eq!(
+        count("allowed", "features.detailed_v99"),
+        Some(1.0),
+        "{text}"
+    );
+    assert_eq!(
+        count("allowed", "features.detailed.other"),
+        Some(1.0),
+        "{text}"
+    );
+    assert_eq!(
+        count("rejected", "features.detailed.other"),
+        Some(1.0),
+        "{text}"
+    );
+    // Without the flag: the plain label only.
+    assert_eq!(count("allowed", "features.month"), Some(1.0), "{text}");
+    assert!(
+        !series
+            .iter()
+            .any(|(_, p, _)| p.starts_with("features.month_")),
+        "{text}"
+    );
+}

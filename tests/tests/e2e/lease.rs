@@ -75,6 +75,7 @@ fn input<'a>(policy: &'a str, key: &'a str, tier: Option<&'a str>) -> CheckInput
         tier,
         endpoint: None,
         mode: sluice_core::Mode::Consume,
+        detail: None,
     }
 }
 

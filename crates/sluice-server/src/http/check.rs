@@ -72,6 +72,7 @@ impl IncomingCheck<'_> {
             tier: self.tier.as_ref().map(|t| &*t.0),
             endpoint: self.endpoint.as_ref().map(|e| &*e.0),
             mode: sluice_core::Mode::Consume,
+            detail: None,
         }
     }
 }
@@ -189,6 +190,7 @@ async fn decide(app: &App, body: &[u8], parent: &TraceParent) -> Result<Response
         tier: incoming.tier.as_ref().map(|t| &*t.0),
         endpoint: incoming.endpoint.as_ref().map(|e| &*e.0),
         mode: sluice_core::Mode::Consume,
+        detail: None,
     };
     let verdict = app.limiter.check_traced(&input, now_ms, parent).await?;
     let body = body_of(&verdict);

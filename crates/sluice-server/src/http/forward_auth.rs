@@ -93,6 +93,7 @@ async fn decide(
         tier,
         endpoint,
         mode: sluice_core::Mode::Consume,
+        detail: None,
     };
     let verdict = app.limiter.check(&input, app.clock.now_ms()).await?;
     let mut body = body_of(&verdict);

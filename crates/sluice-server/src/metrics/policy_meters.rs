@@ -5,6 +5,7 @@ use std::sync::{Arc, OnceLock};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 
+use super::detailed::DetailedTable;
 use super::{CandidateLabels, Metrics, PolicyLabels, PolicyTierLabels, RequestLabels};
 use crate::histogram::StripedHistogram;
 
@@ -26,6 +27,9 @@ pub struct PolicyMeters {
     /// as bounded as the tiers.
     candidates: Box<[OnceLock<Counter>]>,
     check_duration: OnceLock<StripedHistogram>,
+    /// The `detailed_metric` series of a YAML limit, made on its first detailed check (no
+    /// other policy pays for the table).
+    detailed: OnceLock<Box<DetailedTable>>,
 }
 
 /// A compiled policy's series (`service::compiled::Policy`): sized when the policy compiles.
@@ -48,6 +52,7 @@ impl PolicyMeters {
             utilization: (0..tiers).map(|_| OnceLock::new()).collect(),
             candidates: (0..2 * tiers).map(|_| OnceLock::new()).collect(),
             check_duration: OnceLock::new(),
+            detailed: OnceLock::new(),
         }
     }
 
@@ -92,6 +97,12 @@ impl PolicyMeters {
                 .observe(share),
             None => metrics.utilization.get_or_create(&labels()).observe(share),
         }
+    }
+
+    /// The `detailed_metric` series of the policy named `policy`.
+    pub fn detailed(&self, policy: &str) -> &DetailedTable {
+        self.detailed
+            .get_or_init(|| Box::new(DetailedTable::new(policy)))
     }
 
     /// Observes `rate_limit_check_duration_seconds` of the policy (`trace`: the exemplar).

@@ -226,6 +226,7 @@ fn check_args<'a>(
         tier: None,
         endpoint: None,
         mode: sluice_core::Mode::Consume,
+        detail: None,
     };
     let mut used = 2;
     let mut rest = options;
@@ -334,6 +335,7 @@ mod tests {
                 tier: Some("pro"),
                 endpoint: Some("/orders"),
                 mode: sluice_core::Mode::Consume,
+                detail: None,
             })
         );
         assert!(matches!(

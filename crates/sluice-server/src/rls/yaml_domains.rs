@@ -14,7 +14,9 @@
 //!   every value it matches shares one counter;
 //! - `current_limit` carries the YAML's `requests_per_unit`, `unit` and `name`;
 //!   `duration_until_reset` is the time to the end of the window; the headers and the 429 body
-//!   are sluice's, as for `[[rls.descriptors]]`.
+//!   are sluice's, as for `[[rls.descriptors]]`;
+//! - `detailed_metric`: the check carries envoyproxy/ratelimit's detailed stats key as its
+//!   metrics label ([`DetailedKey`], resolved by `metrics::detailed`, at most 100 per limit).
 
 use std::collections::HashSet;
 
@@ -23,6 +25,7 @@ use tonic::Status;
 use super::generated::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
 use super::generated::envoy::service::ratelimit::v3 as pb;
 use super::reply::{limit_error, response};
+use crate::metrics::detailed::{Detail, DetailKey};
 use crate::service::app::App;
 use crate::service::limiter::{CheckInput, Verdict};
 use pb::rate_limit_response::rate_limit::Unit as PbUnit;
@@ -39,6 +42,40 @@ struct Counted<'a> {
     limit: &'a Limit,
     key: String,
     hits: u64,
+    /// Its `detailed_metric` label, when the limit has the flag.
+    detail: Option<DetailedKey<'a>>,
+}
+
+/// envoyproxy/ratelimit's detailed stats key of a descriptor, `<domain>.<key>_<value>…`
+/// (a `share_threshold` pattern in place of the value it matched; then an entry with no
+/// value is its key alone, as there), written in pieces so the metrics find its series
+/// without formatting it.
+struct DetailedKey<'a> {
+    domain: &'a str,
+    entries: &'a [Entry],
+    shared: &'a [Option<String>],
+}
+
+impl DetailKey for DetailedKey<'_> {
+    fn pieces(&self, each: &mut dyn FnMut(&str)) {
+        each(self.domain);
+        let sharing = self.shared.iter().any(Option::is_some);
+        for (i, entry) in self.entries.iter().enumerate() {
+            each(".");
+            each(&entry.key);
+            match self.shared.get(i).and_then(Option::as_deref) {
+                Some(pattern) => {
+                    each("_");
+                    each(pattern);
+                }
+                None if sharing && entry.value.is_empty() => {}
+                None => {
+                    each("_");
+                    each(&entry.value);
+                }
+            }
+        }
+    }
 }
 
 /// The answer to a request of a YAML domain (`domains` holds `request.domain`).
@@ -92,11 +129,17 @@ pub async fn answer(
         let hits = descriptor
             .hits_addend
             .unwrap_or_else(|| u64::from(request.hits_addend).max(1));
+        let detail = limit.detailed_metric.then_some(DetailedKey {
+            domain: &request.domain,
+            entries: &descriptor.entries,
+            shared: &found.shared,
+        });
         counted.push(Counted {
             index,
             limit,
             key,
             hits,
+            detail,
         });
     }
     if counted.is_empty() {
@@ -110,7 +153,10 @@ pub async fn answer(
         .iter()
         // A cost of 0 (a descriptor's own hits_addend 0) asks: counting every hit, the core
         // answers it as envoyproxy/ratelimit does.
-        .map(|c| CheckInput::descriptor(&c.limit.policy, &c.key, c.hits, Mode::Consume))
+        .map(|c| CheckInput {
+            detail: c.detail.as_ref().map(|d| Detail(d)),
+            ..CheckInput::descriptor(&c.limit.policy, &c.key, c.hits, Mode::Consume)
+        })
         .collect();
     let verdicts = app
         .limiter

@@ -109,6 +109,7 @@ mod tests {
             tier: None,
             endpoint: None,
             mode: sluice_core::Mode::Consume,
+            detail: None,
         }
     }
 

@@ -244,6 +244,7 @@ impl Limiter {
         }
         Ok(Resolved {
             tier_slot,
+            detail: input.detail,
             endpoint_slot: policy.endpoint_slot(input.endpoint),
             check: Check {
                 candidate: limit.candidate,

@@ -294,6 +294,7 @@ mod tests {
             tier: None,
             endpoint: None,
             mode: sluice_core::Mode::Consume,
+            detail: None,
         };
         for _ in 0..3 {
             limiter.check(&input, 1_000).await.unwrap();

@@ -30,6 +30,7 @@ use tracing::Span;
 
 use crate::events::{DeniedKeysRatio, ReplicationPending};
 use crate::metrics::Metrics;
+use crate::metrics::detailed::Detail;
 use crate::service::compiled::Policy;
 use crate::service::snapshot::Snapshot;
 use crate::service::stores::RegionStores;
@@ -85,6 +86,9 @@ pub struct CheckInput<'a> {
     /// policy turns into an ask; `Ask` for an Envoy descriptor's explicit `hits_addend` 0;
     /// `Charge`/`Refund` for what a request used, on usage policies only).
     pub mode: sluice_core::Mode,
+    /// The label of a `detailed_metric` YAML limit's series (see `metrics::detailed`);
+    /// `None` records under the policy's name.
+    pub detail: Option<Detail<'a>>,
 }
 
 impl<'a> CheckInput<'a> {
@@ -98,6 +102,7 @@ impl<'a> CheckInput<'a> {
             tier: None,
             endpoint: None,
             mode,
+            detail: None,
         }
     }
 
@@ -131,6 +136,7 @@ impl<'a> CheckInput<'a> {
             } else {
                 sluice_core::Mode::Charge
             },
+            detail: None,
         })
     }
 }
@@ -205,6 +211,7 @@ struct Resolved<'a> {
     /// Where the check's `plan_tier` and `endpoint` labels sit in the policy's meters.
     tier_slot: usize,
     endpoint_slot: usize,
+    detail: Option<Detail<'a>>,
 }
 
 impl Limiter {
@@ -546,6 +553,7 @@ mod tests {
             tier: None,
             endpoint: None,
             mode: sluice_core::Mode::Consume,
+            detail: None,
         }
     }
 

@@ -2,6 +2,8 @@
 //! be spent at once, the utilization, request and latency metrics and the top keys recorded;
 //! and a store failure made the policies' fail mode.
 
+use std::sync::Arc;
+
 use sluice_core::{CheckError, Decision, Mode};
 use sluice_store::StoreError;
 
@@ -34,9 +36,17 @@ impl Limiter {
         let shadow = r.policy.shadow;
         let allowed = decision.allowed || shadow;
         if shadow && !decision.allowed {
-            self.metrics.emit(ShadowRejected {
-                policy: &r.policy.name,
-            });
+            match r.detail {
+                Some(detail) => r
+                    .policy
+                    .meters
+                    .detailed(&r.policy.name)
+                    .series(detail.0)
+                    .shadow_rejected(&self.metrics),
+                None => self.metrics.emit(ShadowRejected {
+                    policy: &r.policy.name,
+                }),
+            }
         }
         let mut decision = decision;
         if shadow {
@@ -99,16 +109,25 @@ impl Limiter {
 
     fn record(&self, r: &Resolved<'_>, allowed: bool, started: Started) {
         let policy = &r.policy;
-        policy
-            .meters
-            .count_request(&self.metrics, allowed, r.tier_slot, r.endpoint_slot, || {
-                RequestLabels {
-                    status: if allowed { "allowed" } else { "rejected" },
-                    policy: policy.name.clone(),
-                    endpoint: policy.endpoint_label(r.endpoint_slot, &self.other, &self.none),
-                    plan_tier: policy.tier_label(r.tier_slot, &self.other, &self.none),
-                }
-            });
+        let labels = |label: &Arc<str>| RequestLabels {
+            status: if allowed { "allowed" } else { "rejected" },
+            policy: label.clone(),
+            endpoint: policy.endpoint_label(r.endpoint_slot, &self.other, &self.none),
+            plan_tier: policy.tier_label(r.tier_slot, &self.other, &self.none),
+        };
+        match r.detail {
+            Some(detail) => {
+                let series = policy.meters.detailed(&policy.name).series(detail.0);
+                series.count_request(&self.metrics, allowed, || labels(series.label()));
+            }
+            None => policy.meters.count_request(
+                &self.metrics,
+                allowed,
+                r.tier_slot,
+                r.endpoint_slot,
+                || labels(&policy.name),
+            ),
+        }
         policy.meters.observe_check_duration(
             &self.metrics,
             started.at.elapsed().as_secs_f64(),
