@@ -55,7 +55,11 @@ impl EnvoyDomains {
     }
 
     /// The limit of a descriptor of `domain`, if the domain is a YAML one and a limit matches.
-    pub fn find<'a>(&'a self, domain: &str, entries: &[(&str, &str)]) -> Option<Found<'a>> {
+    pub fn find<'a, 'e>(
+        &'a self,
+        domain: &str,
+        entries: impl ExactSizeIterator<Item = (&'e str, &'e str)>,
+    ) -> Option<Found<'a>> {
         self.domains.get(domain)?.find(entries)
     }
 }

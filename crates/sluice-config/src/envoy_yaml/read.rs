@@ -409,13 +409,13 @@ mod tests {
         let text = "domain: d\ndescriptors:\n  - key: port\n    value: 8080\n    value_to_metric: true\n    metadata: {team: {a: [1, 2]}}\n    rate_limit: {unit: SECOND, requests_per_unit: 5}\n    descriptors:\n  - key: other\n    rate_limit:\n";
         let (domain, found) = read("f.yaml", text);
         assert!(found.is_empty(), "{found:?}");
-        let limit = domain.find(&[("port", "8080")]).unwrap().limit;
+        let limit = domain.find([("port", "8080")].into_iter()).unwrap().limit;
         assert_eq!(
             (limit.requests_per_unit, limit.unit),
             (5, Some(Unit::Second))
         );
         assert!(
-            domain.find(&[("other", "x")]).is_none(),
+            domain.find([("other", "x")].into_iter()).is_none(),
             "no rate_limit, no limit"
         );
     }

@@ -82,30 +82,61 @@ pub struct Node {
     pub children: Level,
 }
 
-/// The children of a node (or a domain's top level), indexed as the lookup reads them.
+/// The children of a node (or a domain's top level), indexed as the lookup reads them: by
+/// the entry's key, then its value, so a lookup hashes the request's own strings and builds
+/// none.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Level {
     pub nodes: Vec<Node>,
-    /// `key` (no value) or `key_value` (exact value) to its node.
-    by_key: HashMap<String, usize>,
-    /// Children whose value has wildcards, in file order: (key, the value split at `*`, node).
-    wildcards: Vec<(String, Vec<String>, usize)>,
+    keys: HashMap<String, Keyed>,
+}
+
+/// The children written with one key.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct Keyed {
+    /// The child written with the key alone.
+    alone: Option<usize>,
+    /// Children with an exact value, by value.
+    values: HashMap<String, usize>,
+    /// Children whose value has wildcards, in file order.
+    wildcards: Vec<Wildcard>,
+}
+
+/// A child whose value has `*` wildcards.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Wildcard {
+    /// The value as written (what stands for a shared counter's value).
+    pattern: String,
+    /// The value split at its `*`s.
+    parts: Vec<String>,
+    at: usize,
 }
 
 impl Level {
     /// Adds `node` written as `key` and `value` (`""`: none); `false` when that key/value
     /// is already at this level.
     pub fn insert(&mut self, key: &str, value: &str, node: Node) -> bool {
-        let composite = composite(key, value);
-        if self.by_key.contains_key(&composite) {
-            return false;
-        }
         let at = self.nodes.len();
-        if value.contains('*') {
-            let parts = value.split('*').map(str::to_owned).collect();
-            self.wildcards.push((key.to_owned(), parts, at));
+        let keyed = self.keys.entry(key.to_owned()).or_default();
+        if value.is_empty() {
+            if keyed.alone.is_some() {
+                return false;
+            }
+            keyed.alone = Some(at);
+        } else if value.contains('*') {
+            if keyed.wildcards.iter().any(|w| w.pattern == value) {
+                return false;
+            }
+            keyed.wildcards.push(Wildcard {
+                pattern: value.to_owned(),
+                parts: value.split('*').map(str::to_owned).collect(),
+                at,
+            });
         } else {
-            self.by_key.insert(composite, at);
+            if keyed.values.contains_key(value) {
+                return false;
+            }
+            keyed.values.insert(value.to_owned(), at);
         }
         self.nodes.push(node);
         true
@@ -113,26 +144,25 @@ impl Level {
 
     /// The child an entry picks: exact value, else the first matching wildcard (with its
     /// pattern), else the key alone.
-    fn pick(&self, key: &str, value: &str) -> Option<(&Node, Option<String>)> {
-        if let Some(&at) = self.by_key.get(&composite(key, value)) {
+    fn pick(&self, key: &str, value: &str) -> Option<(&Node, Option<&str>)> {
+        let keyed = self.keys.get(key)?;
+        // An empty value names no value: the key alone.
+        let exact = if value.is_empty() {
+            keyed.alone
+        } else {
+            keyed.values.get(value).copied()
+        };
+        if let Some(at) = exact {
             return Some((&self.nodes[at], None));
         }
-        for (wild_key, parts, at) in &self.wildcards {
-            if wild_key == key && wildcard_match(parts, value) {
-                return Some((&self.nodes[*at], Some(parts.join("*"))));
-            }
+        if let Some(w) = keyed
+            .wildcards
+            .iter()
+            .find(|w| wildcard_match(&w.parts, value))
+        {
+            return Some((&self.nodes[w.at], Some(w.pattern.as_str())));
         }
-        self.by_key.get(key).map(|&at| (&self.nodes[at], None))
-    }
-}
-
-/// How a level indexes a child: `key`, or `key_value` as envoyproxy/ratelimit writes it.
-/// A NUL separator, not `_`: a key with `_` in it must not meet another's value.
-fn composite(key: &str, value: &str) -> String {
-    if value.is_empty() {
-        key.to_owned()
-    } else {
-        format!("{key}\0{value}")
+        keyed.alone.map(|at| (&self.nodes[at], None))
     }
 }
 
@@ -157,12 +187,13 @@ fn wildcard_match(parts: &[String], value: &str) -> bool {
     true
 }
 
-/// The limit a descriptor got, and for each entry the wildcard pattern that stands for its
-/// value in the counter's key (`share_threshold`), if any.
+/// The limit a descriptor got, and for the entries up to the last one matched through a
+/// `share_threshold` wildcard, the pattern that stands for each one's value in the counter's
+/// key (`None`: its own value); empty, and unallocated, when no such wildcard was met.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Found<'a> {
     pub limit: &'a Limit,
-    pub shared: Vec<Option<String>>,
+    pub shared: Vec<Option<&'a str>>,
 }
 
 /// One YAML domain.
@@ -175,11 +206,15 @@ pub struct Domain {
 }
 
 impl Domain {
-    /// The limit of a descriptor's `entries`, as envoyproxy/ratelimit picks it.
-    pub fn find<'a>(&'a self, entries: &[(&str, &str)]) -> Option<Found<'a>> {
+    /// The limit of a descriptor's `entries` (key, value), as envoyproxy/ratelimit picks it.
+    pub fn find<'a, 'e>(
+        &'a self,
+        entries: impl ExactSizeIterator<Item = (&'e str, &'e str)>,
+    ) -> Option<Found<'a>> {
+        let last = entries.len().checked_sub(1)?;
         let mut level = &self.top;
-        let mut shared: Vec<Option<String>> = Vec::new();
-        for (i, &(key, value)) in entries.iter().enumerate() {
+        let mut shared: Vec<Option<&'a str>> = Vec::new();
+        for (i, (key, value)) in entries.enumerate() {
             let (node, pattern) = level.pick(key, value)?;
             if node.share_threshold
                 && let Some(pattern) = pattern
@@ -187,8 +222,7 @@ impl Domain {
                 shared.resize(i, None);
                 shared.push(Some(pattern));
             }
-            if i + 1 == entries.len() {
-                shared.resize(entries.len(), None);
+            if i == last {
                 return node.limit.as_ref().map(|limit| Found { limit, shared });
             }
             if node.children.nodes.is_empty() {
@@ -227,6 +261,20 @@ mod tests {
                 "{pattern} vs {value}"
             );
         }
+    }
+
+    #[test]
+    fn a_level_refuses_a_key_and_value_twice_wildcards_included() {
+        let mut level = Level::default();
+        for (key, value) in [("path", ""), ("path", "/a"), ("path", "/b*"), ("user", "/a")] {
+            assert!(level.insert(key, value, Node::default()), "{key} {value}");
+            assert!(!level.insert(key, value, Node::default()), "{key} {value} twice");
+        }
+        let picked = |value| level.pick("path", value).map(|(_, pattern)| pattern);
+        assert_eq!(picked("/a"), Some(None));
+        assert_eq!(picked("/bc"), Some(Some("/b*")));
+        assert_eq!(picked("/z"), Some(None));
+        assert!(level.pick("other", "/a").is_none());
     }
 
     #[test]

@@ -18,8 +18,6 @@
 //! - `detailed_metric`: the check carries envoyproxy/ratelimit's detailed stats key as its
 //!   metrics label ([`DetailedKey`], resolved by `metrics::detailed`, at most 100 per limit).
 
-use std::collections::HashSet;
-
 use tonic::Status;
 
 use super::generated::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
@@ -53,7 +51,7 @@ struct Counted<'a> {
 struct DetailedKey<'a> {
     domain: &'a str,
     entries: &'a [Entry],
-    shared: &'a [Option<String>],
+    shared: &'a [Option<&'a str>],
 }
 
 impl DetailKey for DetailedKey<'_> {
@@ -63,7 +61,7 @@ impl DetailKey for DetailedKey<'_> {
         for (i, entry) in self.entries.iter().enumerate() {
             each(".");
             each(&entry.key);
-            match self.shared.get(i).and_then(Option::as_deref) {
+            match self.shared.get(i).copied().flatten() {
                 Some(pattern) => {
                     each("_");
                     each(pattern);
@@ -88,15 +86,12 @@ pub async fn answer(
         .descriptors
         .iter()
         .map(|d| {
-            let entries: Vec<(&str, &str)> = d
-                .entries
-                .iter()
-                .map(|e| (e.key.as_str(), e.value.as_str()))
-                .collect();
-            domains.find(&request.domain, &entries)
+            let entries = d.entries.iter().map(|e| (e.key.as_str(), e.value.as_str()));
+            domains.find(&request.domain, entries)
         })
         .collect();
-    let replaced: HashSet<&str> = found
+    // A few names at most: a list (empty, unallocated, when nothing replaces).
+    let replaced: Vec<&str> = found
         .iter()
         .flatten()
         .flat_map(|f| f.limit.replaces.iter().map(String::as_str))
@@ -116,7 +111,7 @@ pub async fn answer(
             statuses[index].limit_remaining = u32::MAX;
             continue;
         }
-        if !limit.name.is_empty() && replaced.contains(limit.name.as_str()) {
+        if !limit.name.is_empty() && replaced.contains(&limit.name.as_str()) {
             continue;
         }
         let key = counter_key(&descriptor.entries, &found.shared);
@@ -172,15 +167,19 @@ pub async fn answer(
 /// The counter's key of a descriptor: its entries as `key=value|…` (`%`, `|` and `=`
 /// escaped, so no two descriptors share a key by accident), a `share_threshold` pattern in
 /// place of the value it matched.
-fn counter_key(entries: &[Entry], shared: &[Option<String>]) -> String {
-    let mut key = String::new();
+fn counter_key(entries: &[Entry], shared: &[Option<&str>]) -> String {
+    let bytes: usize = entries
+        .iter()
+        .map(|e| e.key.len() + e.value.len() + 2)
+        .sum();
+    let mut key = String::with_capacity(bytes);
     for (i, entry) in entries.iter().enumerate() {
         if i > 0 {
             key.push('|');
         }
         escape_into(&mut key, &entry.key);
         key.push('=');
-        match shared.get(i).and_then(Option::as_deref) {
+        match shared.get(i).copied().flatten() {
             Some(pattern) => escape_into(&mut key, pattern),
             None => escape_into(&mut key, &entry.value),
         }
@@ -189,6 +188,11 @@ fn counter_key(entries: &[Entry], shared: &[Option<String>]) -> String {
 }
 
 fn escape_into(out: &mut String, text: &str) {
+    // Most keys and values have nothing to escape: copied whole.
+    if !text.bytes().any(|b| matches!(b, b'%' | b'|' | b'=')) {
+        out.push_str(text);
+        return;
+    }
     for c in text.chars() {
         match c {
             '%' => out.push_str("%25"),
@@ -255,7 +259,7 @@ mod tests {
         assert_eq!(
             counter_key(
                 &[entry("path", "/api/x"), entry("m", "GET")],
-                &[Some("/api/*".to_owned()), None]
+                &[Some("/api/*"), None]
             ),
             "path=/api/*|m=GET"
         );
