@@ -1,6 +1,7 @@
-//! Frames off the wire: the RESP2 codec of the `redis-protocol` crate decodes one frame at a
-//! time as ranges into the read buffer (nothing is copied), and this module turns a frame into
-//! the arguments of a command, as Redis takes them: an array of bulk strings.
+//! Frames off the wire: the arguments of a command, as Redis takes them: an array of bulk
+//! strings. A frame of the common form is read by [`scan`](super::scan) in one pass; any
+//! other goes to the RESP2 codec of the `redis-protocol` crate, which decodes it as ranges
+//! into the read buffer (nothing is copied) and names what is wrong with it.
 //!
 //! Two bounds live here, so that no client can make a connection hold more:
 //! - [`MAX_FRAME`]: a frame still incomplete at that size is refused (as the HTTP body limit).
@@ -13,6 +14,8 @@
 use redis_protocol::resp2::decode::decode_range;
 use redis_protocol::resp2::types::RangeFrame;
 
+use super::scan::{self, Args};
+
 /// Largest frame (one command) the listener reads.
 pub const MAX_FRAME: usize = sluice_api::MAX_BODY_BYTES;
 
@@ -23,7 +26,7 @@ pub const MAX_ARRAY_HEADERS: usize = 8;
 #[derive(Debug, PartialEq, Eq)]
 pub enum Next<'a> {
     /// A command's arguments (its name first) and the bytes its frame took.
-    Command { args: Vec<&'a [u8]>, len: usize },
+    Command { args: Args<'a>, len: usize },
     /// A frame that is no command (an empty or null array), skipped as Redis does.
     Skip(usize),
     /// The frame is not complete yet: read more.
@@ -60,6 +63,14 @@ pub fn next(buf: &[u8]) -> Next<'_> {
         Some(&first) if first != b'*' => return Next::Invalid(ProtocolError::NotAnArray),
         Some(_) => {}
     }
+    match scan::flat(buf) {
+        Some((args, len)) => Next::Command { args, len },
+        None => by_codec(buf),
+    }
+}
+
+/// Decodes the frame at the front of `buf`, which starts with `*`, through the codec.
+pub(super) fn by_codec(buf: &[u8]) -> Next<'_> {
     let (window, cut) = window(buf);
     let (frame, len) = match decode_range(window) {
         Ok(Some(decoded)) => decoded,
@@ -89,7 +100,10 @@ pub fn next(buf: &[u8]) -> Next<'_> {
             _ => return Next::Invalid(ProtocolError::NotABulkString),
         }
     }
-    Next::Command { args, len }
+    Next::Command {
+        args: Args::Heap(args),
+        len,
+    }
 }
 
 /// The front of `buf` holding at most [`MAX_ARRAY_HEADERS`] array headers, and whether it
@@ -120,7 +134,7 @@ mod tests {
 
     fn command(buf: &[u8]) -> (Vec<&[u8]>, usize) {
         match next(buf) {
-            Next::Command { args, len } => (args, len),
+            Next::Command { args, len } => (args.to_vec(), len),
             other => panic!("{other:?}"),
         }
     }
