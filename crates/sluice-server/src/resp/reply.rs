@@ -85,12 +85,36 @@ pub fn empty_array(out: &mut BytesMut) {
     array_header(out, 0);
 }
 
-/// An array of integers, as `SLUICE.CHECK` and `CL.THROTTLE` answer.
+/// Longest reply [`integers`] writes at once: the header of an array of 9, and 9 integers of
+/// 20 digits and a sign.
+const INTEGERS_AT_ONCE: usize = 4 + 9 * 24;
+
+/// An array of integers, as `SLUICE.CHECK` and `CL.THROTTLE` answer: written on the stack,
+/// then into `out` in one copy.
 pub fn integers(out: &mut BytesMut, values: &[i64]) {
-    array_header(out, values.len());
-    for &value in values {
-        integer(out, value);
+    if values.len() > 9 {
+        array_header(out, values.len());
+        for &value in values {
+            integer(out, value);
+        }
+        return;
     }
+    let mut reply = [0u8; INTEGERS_AT_ONCE];
+    let mut at = 0;
+    let mut put = |bytes: &[u8]| {
+        reply[at..at + bytes.len()].copy_from_slice(bytes);
+        at += bytes.len();
+    };
+    let mut digits = itoa::Buffer::new();
+    put(b"*");
+    put(digits.format(values.len()).as_bytes());
+    put(b"\r\n");
+    for &value in values {
+        put(b":");
+        put(digits.format(value).as_bytes());
+        put(b"\r\n");
+    }
+    out.extend_from_slice(&reply[..at]);
 }
 
 /// An error reply: `line` starts with its code (`ERR`, `UNAVAILABLE`, ...), one line.
@@ -175,11 +199,18 @@ mod tests {
             frame(&mut codecs, &expected);
             assert_eq!(ours, codecs, "{expected:?}");
         }
-        let (mut ours, mut codecs) = (BytesMut::new(), BytesMut::new());
-        integers(&mut ours, &[0, 1, -1, 1_800_000_000, i64::MIN]);
-        let values = [0, 1, -1, 1_800_000_000, i64::MIN].map(BorrowedFrame::Integer);
-        frame(&mut codecs, &BorrowedFrame::Array(&values));
-        assert_eq!(ours, codecs);
+        // On the stack (up to 9), and one by one.
+        for values in [
+            &[0, 1, -1, 1_800_000_000, i64::MIN][..],
+            &[i64::MIN; 9],
+            &[7; 10],
+        ] {
+            let (mut ours, mut codecs) = (BytesMut::new(), BytesMut::new());
+            integers(&mut ours, values);
+            let frames: Vec<_> = values.iter().map(|&v| BorrowedFrame::Integer(v)).collect();
+            frame(&mut codecs, &BorrowedFrame::Array(&frames));
+            assert_eq!(ours, codecs);
+        }
     }
 
     #[test]

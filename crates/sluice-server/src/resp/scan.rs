@@ -69,7 +69,7 @@ pub fn flat(buf: &[u8]) -> Option<(Args<'_>, usize)> {
         *item = &buf[start..end];
         at = end + 2;
     }
-    if at > MAX_FRAME || array_headers(&buf[..at]) > MAX_ARRAY_HEADERS {
+    if at > MAX_FRAME || !within_window(&buf[..at]) {
         return None;
     }
     Some((Args::Inline { items, len: count }, at))
@@ -97,10 +97,14 @@ fn decimal(buf: &[u8], at: usize) -> Option<(usize, usize)> {
     Some((value, i + 2))
 }
 
-/// How many array headers the codec's window counts in `frame`: its first byte, and every
-/// `*` after a `\n` (see [`frame`](super::frame)'s docs).
-fn array_headers(frame: &[u8]) -> usize {
-    1 + frame.windows(2).filter(|pair| pair == b"\n*").count()
+/// Whether the codec's window would hold `frame` whole: at most [`MAX_ARRAY_HEADERS`] array
+/// headers in it, counting its first byte and every `*` after a `\n` (see
+/// [`frame`](super::frame)'s docs). A frame with that few `*` at all (every command but those
+/// whose arguments hold them) is not looked at further.
+fn within_window(frame: &[u8]) -> bool {
+    let stars: usize = frame.iter().map(|&b| usize::from(b == b'*')).sum();
+    stars <= MAX_ARRAY_HEADERS
+        || 1 + frame.windows(2).filter(|pair| pair == b"\n*").count() <= MAX_ARRAY_HEADERS
 }
 
 #[cfg(test)]
