@@ -41,6 +41,8 @@ type Commands<'a> = Vec<Result<Command<'a>, CommandError>>;
 /// `commands` emptied, for commands borrowing another buffer: the same allocation (a
 /// collect from a vector's own iterator into a vector of a type of the same layout reuses
 /// the source's memory), so that a connection reads every pipeline into one vector.
+// `filter` would keep the type: the point is the other lifetime.
+#[allow(clippy::unnecessary_filter_map)]
 fn recycle<'b>(mut commands: Commands<'_>) -> Commands<'b> {
     commands.clear();
     commands.into_iter().filter_map(|_| None).collect()

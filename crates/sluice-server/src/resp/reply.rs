@@ -178,20 +178,20 @@ mod tests {
         );
     }
 
+    /// A reply written into a buffer.
+    type Write = fn(&mut BytesMut);
+
     /// What is written in place is what the `redis-protocol` crate encodes.
     #[test]
     fn replies_written_in_place_are_the_codecs_frames() {
-        let cases: [(&dyn Fn(&mut BytesMut), BorrowedFrame<'_>); 7] = [
-            (&|o| integer(o, -42), BorrowedFrame::Integer(-42)),
-            (&|o| integer(o, i64::MAX), BorrowedFrame::Integer(i64::MAX)),
-            (&|o| simple(o, "OK"), BorrowedFrame::SimpleString(b"OK")),
-            (
-                &|o| bulk(o, b"a\r\nb"),
-                BorrowedFrame::BulkString(b"a\r\nb"),
-            ),
-            (&|o| null(o, false), BorrowedFrame::Null),
-            (&|o| error(o, "ERR x"), BorrowedFrame::Error("ERR x")),
-            (&|o| empty_array(o), BorrowedFrame::Array(&[])),
+        let cases: [(Write, BorrowedFrame<'_>); 7] = [
+            (|o| integer(o, -42), BorrowedFrame::Integer(-42)),
+            (|o| integer(o, i64::MAX), BorrowedFrame::Integer(i64::MAX)),
+            (|o| simple(o, "OK"), BorrowedFrame::SimpleString(b"OK")),
+            (|o| bulk(o, b"a\r\nb"), BorrowedFrame::BulkString(b"a\r\nb")),
+            (|o| null(o, false), BorrowedFrame::Null),
+            (|o| error(o, "ERR x"), BorrowedFrame::Error("ERR x")),
+            (|o| empty_array(o), BorrowedFrame::Array(&[])),
         ];
         for (write, expected) in cases {
             let (mut ours, mut codecs) = (BytesMut::new(), BytesMut::new());

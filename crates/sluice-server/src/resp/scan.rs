@@ -103,8 +103,9 @@ fn decimal(buf: &[u8], at: usize) -> Option<(usize, usize)> {
 /// whose arguments hold them) is not looked at further.
 fn within_window(frame: &[u8]) -> bool {
     let stars: usize = frame.iter().map(|&b| usize::from(b == b'*')).sum();
+    // The first byte is one header; fewer than MAX_ARRAY_HEADERS others fit beside it.
     stars <= MAX_ARRAY_HEADERS
-        || 1 + frame.windows(2).filter(|pair| pair == b"\n*").count() <= MAX_ARRAY_HEADERS
+        || frame.windows(2).filter(|pair| pair == b"\n*").count() < MAX_ARRAY_HEADERS
 }
 
 #[cfg(test)]
