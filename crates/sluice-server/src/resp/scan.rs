@@ -102,9 +102,12 @@ fn decimal(buf: &[u8], at: usize) -> Option<(usize, usize)> {
 /// [`frame`](super::frame)'s docs). A frame with that few `*` at all (every command but those
 /// whose arguments hold them) is not looked at further.
 fn within_window(frame: &[u8]) -> bool {
-    let stars: usize = frame.iter().map(|&b| usize::from(b == b'*')).sum();
     // The first byte is one header; fewer than MAX_ARRAY_HEADERS others fit beside it.
-    stars <= MAX_ARRAY_HEADERS
+    let rest = frame.get(1..).unwrap_or_default();
+    memchr::memchr_iter(b'*', rest)
+        .take(MAX_ARRAY_HEADERS)
+        .count()
+        < MAX_ARRAY_HEADERS
         || frame.windows(2).filter(|pair| pair == b"\n*").count() < MAX_ARRAY_HEADERS
 }
 
