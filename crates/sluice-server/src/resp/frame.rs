@@ -64,9 +64,25 @@ pub fn next(buf: &[u8]) -> Next<'_> {
         Some(_) => {}
     }
     match scan::flat(buf) {
-        Some((args, len)) => Next::Command { args, len },
-        None => by_codec(buf),
+        Some((args, len)) if len <= MAX_FRAME && within_window(&buf[..len]) => {
+            Next::Command { args, len }
+        }
+        _ => by_codec(buf),
     }
+}
+
+/// Whether the codec's window would hold `frame` whole: at most [`MAX_ARRAY_HEADERS`] array
+/// headers in it, counting its first byte and every `*` after a `\n` (see the module docs).
+/// A frame with that few `*` at all (every command but those whose arguments hold them) is not
+/// looked at further.
+fn within_window(frame: &[u8]) -> bool {
+    // The first byte is one header; fewer than MAX_ARRAY_HEADERS others fit beside it.
+    let rest = frame.get(1..).unwrap_or_default();
+    memchr::memchr_iter(b'*', rest)
+        .take(MAX_ARRAY_HEADERS)
+        .count()
+        < MAX_ARRAY_HEADERS
+        || frame.windows(2).filter(|pair| pair == b"\n*").count() < MAX_ARRAY_HEADERS
 }
 
 /// Decodes the frame at the front of `buf`, which starts with `*`, through the codec.
@@ -190,6 +206,16 @@ mod tests {
         // A pipeline of flat commands is not nesting, however long.
         let pipeline = b"*1\r\n$4\r\nPING\r\n".repeat(1000);
         assert_eq!(command(&pipeline).1, 14);
+    }
+
+    #[test]
+    fn a_frame_the_codecs_window_would_cut_is_refused_whatever_reads_it() {
+        let payload = "\n*".repeat(MAX_ARRAY_HEADERS - 1);
+        let under = format!("*1\r\n${}\r\n{payload}\r\n", payload.len());
+        assert_eq!(command(under.as_bytes()).1, under.len());
+        let payload = "\n*".repeat(MAX_ARRAY_HEADERS);
+        let over = format!("*1\r\n${}\r\n{payload}\r\n", payload.len());
+        assert_eq!(next(over.as_bytes()), Next::Invalid(ProtocolError::Nested));
     }
 
     #[test]

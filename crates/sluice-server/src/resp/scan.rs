@@ -1,19 +1,15 @@
 //! The common frame read without the codec: an array of a few bulk strings, every length
 //! plain decimal, every CRLF in place, as every client library sends a command. Such a frame
 //! is read in one pass over its bytes, its arguments kept on the stack ([`Args`]), where the
-//! `redis-protocol` codec builds a vector of ranges and [`frame`](super::frame) a vector of
+//! `redis-protocol` codec builds a vector of ranges and the codec path a vector of
 //! arguments for each command.
 //!
-//! The scan only ever answers for frames it reads whole and well-formed, and whose answer the
-//! codec path would give alike: anything else (an incomplete frame, a sign, a leading zero, a
-//! null, a nested array, more than [`INLINE`] arguments, a frame over
-//! [`MAX_FRAME`](super::frame::MAX_FRAME) or holding as many CRLF-star sequences as the
-//! codec's window cuts at) is left to the codec path, whose answers and errors stay the
-//! listener's.
+//! The scan only ever answers for frames it reads whole and well-formed, which the codec reads
+//! alike: anything else (an incomplete frame, a sign, a leading zero, a null, a nested array,
+//! more than [`INLINE`] arguments) is left to the codec path, whose answers and errors stay the
+//! listener's. The frame's bounds (its size, the codec's window) are the caller's to check.
 
 use std::ops::Deref;
-
-use super::frame::{MAX_ARRAY_HEADERS, MAX_FRAME};
 
 /// Most arguments kept on the stack: `SLUICE.CHECK` with every option takes 9.
 pub const INLINE: usize = 12;
@@ -69,9 +65,6 @@ pub fn flat(buf: &[u8]) -> Option<(Args<'_>, usize)> {
         *item = &buf[start..end];
         at = end + 2;
     }
-    if at > MAX_FRAME || !within_window(&buf[..at]) {
-        return None;
-    }
     Some((Args::Inline { items, len: count }, at))
 }
 
@@ -95,20 +88,6 @@ fn decimal(buf: &[u8], at: usize) -> Option<(usize, usize)> {
         return None;
     }
     Some((value, i + 2))
-}
-
-/// Whether the codec's window would hold `frame` whole: at most [`MAX_ARRAY_HEADERS`] array
-/// headers in it, counting its first byte and every `*` after a `\n` (see
-/// [`frame`](super::frame)'s docs). A frame with that few `*` at all (every command but those
-/// whose arguments hold them) is not looked at further.
-fn within_window(frame: &[u8]) -> bool {
-    // The first byte is one header; fewer than MAX_ARRAY_HEADERS others fit beside it.
-    let rest = frame.get(1..).unwrap_or_default();
-    memchr::memchr_iter(b'*', rest)
-        .take(MAX_ARRAY_HEADERS)
-        .count()
-        < MAX_ARRAY_HEADERS
-        || frame.windows(2).filter(|pair| pair == b"\n*").count() < MAX_ARRAY_HEADERS
 }
 
 #[cfg(test)]
@@ -155,15 +134,5 @@ mod tests {
         ] {
             assert_eq!(args(buf), None, "{:?}", String::from_utf8_lossy(buf));
         }
-    }
-
-    #[test]
-    fn a_frame_the_codecs_window_would_cut_is_left_to_it() {
-        let payload = "\n*".repeat(MAX_ARRAY_HEADERS - 1);
-        let under = format!("*1\r\n${}\r\n{payload}\r\n", payload.len());
-        assert!(flat(under.as_bytes()).is_some());
-        let payload = "\n*".repeat(MAX_ARRAY_HEADERS);
-        let over = format!("*1\r\n${}\r\n{payload}\r\n", payload.len());
-        assert!(flat(over.as_bytes()).is_none());
     }
 }
