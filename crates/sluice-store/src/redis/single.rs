@@ -13,6 +13,7 @@ use ::redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use ::redis::{ErrorKind, FromRedisValue, RedisError, ServerErrorKind, ToRedisArgs};
 use async_trait::async_trait;
 
+use super::plain_probe::PlainProbe;
 use super::runner::{GroupCall, ScriptCall, ScriptRunner};
 use super::script_store::ScriptStore;
 use super::scripts::Script;
@@ -30,6 +31,9 @@ pub struct Single {
     /// The server's address (redacted) and whether TLS is on, for errors naming them.
     address: String,
     tls: bool,
+    /// Over TLS: tells a plain port from a slow server when a ping waits (see
+    /// [`plain_probe`](super::plain_probe)).
+    probe: Option<PlainProbe>,
 }
 
 impl std::fmt::Debug for Single {
@@ -61,6 +65,7 @@ impl RedisStore {
             .map_err(invalid)?;
         let tcp = ::redis::io::tcp::TcpSettings::default().set_nodelay(config.tcp_nodelay);
         let info = info.set_tcp_settings(tcp);
+        let probe = PlainProbe::of(&info, config.connect_timeout);
         let tls = config.effective_tls();
         let client = open_client(info, tls.as_ref()).map_err(|e| match e {
             ClientError::Tls(e) => ConfigError::from(e),
@@ -72,7 +77,7 @@ impl RedisStore {
         )
         .map_err(|e| ConfigError::Client(e.to_string()))?;
         Ok(ScriptStore::with_client(
-            Single::over(manager, redact_url(&config.url), tls.is_some()),
+            Single::over(manager, redact_url(&config.url), tls.is_some(), probe),
             config.prefix,
             config.timeout,
             config.ttl_grace,
@@ -148,12 +153,18 @@ pub(crate) fn map_error_at(e: &RedisError, at: Option<(&str, bool)>) -> StoreErr
 
 impl Single {
     /// The client over `manager`, a connection to `address` (redacted; `tls`: whether TLS is
-    /// on), for errors naming it.
-    pub(crate) fn over(manager: ConnectionManager, address: String, tls: bool) -> Single {
+    /// on), for errors naming it; `probe`: [`PlainProbe::of`] its address.
+    pub(crate) fn over(
+        manager: ConnectionManager,
+        address: String,
+        tls: bool,
+        probe: Option<PlainProbe>,
+    ) -> Single {
         Single {
             manager,
             address,
             tls,
+            probe,
         }
     }
 
@@ -237,8 +248,18 @@ impl OneServer for Single {
         self.invoke(script, keys, args).await
     }
 
+    /// Over TLS, a ping still waiting when the port turns out to speak plain RESP ends with
+    /// the message that says so (the handshake would otherwise hang to a bare timeout).
     async fn pong(&self) -> Result<String, StoreError> {
-        self.query_ping().await.map_err(|e| self.map_error(&e))
+        let ping = async { self.query_ping().await.map_err(|e| self.map_error(&e)) };
+        let Some(probe) = &self.probe else {
+            return ping.await;
+        };
+        tokio::select! {
+            biased;
+            answer = ping => answer,
+            () = probe.plain_port() => Err(StoreError::Unavailable(crate::tls::not_tls(&self.address))),
+        }
     }
 }
 
