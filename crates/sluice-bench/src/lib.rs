@@ -13,6 +13,7 @@ pub mod dist;
 pub mod http1;
 pub mod request;
 pub mod run;
+pub mod tally;
 
 pub use dist::{Dist, DistKind};
 pub use run::{BenchConfig, BenchError, Report, Target, run};

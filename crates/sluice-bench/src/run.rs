@@ -8,7 +8,6 @@ use std::path::PathBuf;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use hdrhistogram::Histogram;
 use serde::Serialize;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpStream, UnixStream};
@@ -17,6 +16,7 @@ use tokio::task::LocalSet;
 use crate::dist::{Dist, DistKind};
 use crate::http1::{self, ParseError};
 use crate::request::Template;
+use crate::tally::{Outcome, Tally};
 use sluice_core::SplitMix;
 
 /// Where the load goes.
@@ -89,32 +89,12 @@ pub enum BenchError {
     Histogram(String),
 }
 
-/// What one request ended as, for the counters.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Outcome {
-    Allowed,
-    Rejected,
-    Error,
-}
-
 fn outcome_of(status: u16) -> Outcome {
     match status {
         200 => Outcome::Allowed,
         429 => Outcome::Rejected,
         _ => Outcome::Error,
     }
-}
-
-#[derive(Debug)]
-struct Stats {
-    /// Latency of answered requests in the measured window, in nanoseconds.
-    histogram: Histogram<u64>,
-    allowed: u64,
-    rejected: u64,
-    errors: u64,
-    /// Every completion, warm-up included, for the progress line.
-    completed: u64,
-    failed: u64,
 }
 
 /// One run's shared clock marks.
@@ -147,17 +127,7 @@ pub fn run(config: &BenchConfig) -> Result<Report, BenchError> {
 }
 
 async fn drive(config: &BenchConfig) -> Result<Report, BenchError> {
-    // 1 ns .. 60 s at 3 significant digits.
-    let histogram = Histogram::new_with_bounds(1, 60_000_000_000, 3)
-        .map_err(|err| BenchError::Histogram(err.to_string()))?;
-    let stats = Rc::new(RefCell::new(Stats {
-        histogram,
-        allowed: 0,
-        rejected: 0,
-        errors: 0,
-        completed: 0,
-        failed: 0,
-    }));
+    let stats = Rc::new(RefCell::new(Tally::new()?));
     let dist = Dist::new(config.dist, config.keys);
     let host = match &config.target {
         Target::Unix(_) => "localhost",
@@ -205,37 +175,11 @@ async fn drive(config: &BenchConfig) -> Result<Report, BenchError> {
         progress.abort();
     }
 
-    let stats = stats.borrow();
-    let seconds = config.duration.as_secs_f64();
-    let requests = stats.allowed + stats.rejected + stats.errors;
-    #[allow(clippy::cast_precision_loss)]
-    let us = |q: f64| {
-        if stats.histogram.is_empty() {
-            0.0
-        } else {
-            round1(stats.histogram.value_at_quantile(q) as f64 / 1000.0)
-        }
-    };
-    #[allow(clippy::cast_precision_loss)]
-    let rps = round1(requests as f64 / seconds);
-    Ok(Report {
-        requests,
-        seconds: round1(seconds * 1000.0) / 1000.0,
-        rps,
-        p50_us: us(0.5),
-        p99_us: us(0.99),
-        p999_us: us(0.999),
-        allowed: stats.allowed,
-        rejected: stats.rejected,
-        errors: stats.errors,
-    })
+    let report = stats.borrow().report(config.duration.as_secs_f64());
+    Ok(report)
 }
 
-fn round1(x: f64) -> f64 {
-    (x * 10.0).round() / 10.0
-}
-
-async fn progress(stats: Rc<RefCell<Stats>>, start: Instant, window: Window) {
+async fn progress(stats: Rc<RefCell<Tally>>, start: Instant, window: Window) {
     let mut tick = tokio::time::interval_at(
         (start + Duration::from_secs(1)).into(),
         Duration::from_secs(1),
@@ -249,13 +193,7 @@ async fn progress(stats: Rc<RefCell<Stats>>, start: Instant, window: Window) {
         } else {
             "measure"
         };
-        let p99 = if s.histogram.is_empty() {
-            0.0
-        } else {
-            #[allow(clippy::cast_precision_loss)]
-            let v = s.histogram.value_at_quantile(0.99) as f64 / 1000.0;
-            v
-        };
+        let p99 = s.quantile_us(0.99);
         eprintln!(
             "[{:>4.0}s] {phase} {:>8} req/s  allowed {} rejected {} errors {} (io/parse {})  p99 {:.0} µs",
             (now - start).as_secs_f64(),
@@ -277,7 +215,7 @@ struct Connection {
     dist: Dist,
     rng: SplitMix,
     buf: Vec<u8>,
-    stats: Rc<RefCell<Stats>>,
+    stats: Rc<RefCell<Tally>>,
     window: Window,
 }
 
@@ -358,13 +296,7 @@ impl Connection {
                 let mut stats = self.stats.borrow_mut();
                 stats.completed += 1;
                 if self.window.measured(done) {
-                    match outcome_of(response.status) {
-                        Outcome::Allowed => stats.allowed += 1,
-                        Outcome::Rejected => stats.rejected += 1,
-                        Outcome::Error => stats.errors += 1,
-                    }
-                    let nanos = u64::try_from((done - started).as_nanos()).unwrap_or(u64::MAX);
-                    stats.histogram.saturating_record(nanos.max(1));
+                    stats.measured(outcome_of(response.status), done - started);
                 }
             }
             if done >= self.window.end || response.close {

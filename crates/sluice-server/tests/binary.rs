@@ -14,19 +14,12 @@ use sluice_client::Client;
 
 mod common;
 
-use common::{BIN, limit_of, metrics, second_daemon_refused, spawn_on, wait_for_socket};
+use common::{
+    BIN, check_config, limit_of, metrics, second_daemon_refused, spawn_on, wait_for_socket,
+};
 
 fn examples() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/sluice.toml")
-}
-
-fn check_config(path: &Path) -> Output {
-    Command::new(BIN)
-        .arg("--check-config")
-        .arg(path)
-        .env_remove("SLUICE_SOCKET")
-        .output()
-        .unwrap()
 }
 
 #[test]

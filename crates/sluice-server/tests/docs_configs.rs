@@ -6,25 +6,16 @@
 #![allow(clippy::unwrap_used)]
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 mod common;
-
-use common::BIN;
 
 /// The concept pages whose TOML blocks are whole configs.
 const PAGES: [&str; 1] = ["docs/src/concepts/usage-budgets.md"];
 
 fn check_config(toml: &str) -> Output {
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("sluice.toml");
-    std::fs::write(&path, toml).unwrap();
-    Command::new(BIN)
-        .arg("--check-config")
-        .arg(&path)
-        .env_remove("SLUICE_SOCKET")
-        .output()
-        .unwrap()
+    common::check_config_text(dir.path(), toml)
 }
 
 /// The ```toml blocks of a Markdown page, in order.

@@ -5,20 +5,10 @@
 #![allow(clippy::unwrap_used)] // test code: a failed set-up should panic the test
 
 use std::path::Path;
-use std::process::{Command, Output};
 
 mod common;
 
-use common::BIN;
-
-fn check_config(path: &Path) -> Output {
-    Command::new(BIN)
-        .arg("--check-config")
-        .arg(path)
-        .env_remove("SLUICE_SOCKET")
-        .output()
-        .unwrap()
-}
+use common::check_config;
 
 /// A config whose only policies are the YAML at `yaml`.
 fn config_with(dir: &Path, yaml: &Path, extra: &str) -> std::path::PathBuf {

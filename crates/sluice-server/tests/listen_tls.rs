@@ -281,6 +281,19 @@ fn swap_in(pair: &Pair, cert: &Path, key: &Path) {
     }
 }
 
+/// Waits (at most `PATIENCE`) until a new connection to `daemon` is served `pair`'s certificate.
+async fn served_eventually(daemon: &Tls, certs: &Certs, pair: &Pair, what: &str) {
+    let started = Instant::now();
+    loop {
+        let (_, served) = connect(daemon.http, &certs.ca_file).await;
+        if served == der(&pair.cert) {
+            return;
+        }
+        assert!(started.elapsed() < PATIENCE, "{what} is not served");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 #[tokio::test]
 async fn a_swapped_certificate_serves_the_next_connection_and_the_held_one_keeps_working() {
     let certs = Certs::new();
@@ -292,36 +305,14 @@ async fn a_swapped_certificate_serves_the_next_connection_and_the_held_one_keeps
     // Swapped on disk: the watch reads it again, no signal.
     let rotated = certs.issue_server("rotated", LOCAL_NAMES);
     swap_in(&rotated, &daemon.cert, &daemon.key);
-    let started = Instant::now();
-    loop {
-        let (_, served) = connect(daemon.http, &certs.ca_file).await;
-        if served == der(&rotated.cert) {
-            break;
-        }
-        assert!(
-            started.elapsed() < PATIENCE,
-            "the rotated certificate is not served"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    served_eventually(&daemon, &certs, &rotated, "the rotated certificate").await;
     assert!(check_on(&mut held).await.contains("200"));
 
     // And by SIGHUP (the same read): a third certificate.
     let third = certs.issue_server("third", LOCAL_NAMES);
     swap_in(&third, &daemon.cert, &daemon.key);
     common::signal(&daemon.child, "HUP");
-    let started = Instant::now();
-    loop {
-        let (_, served) = connect(daemon.http, &certs.ca_file).await;
-        if served == der(&third.cert) {
-            break;
-        }
-        assert!(
-            started.elapsed() < PATIENCE,
-            "the third certificate is not served"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    served_eventually(&daemon, &certs, &third, "the third certificate").await;
     assert!(check_on(&mut held).await.contains("200"));
     let log = daemon.log();
     assert!(log.contains("certificate files read again"), "{log}");
@@ -349,11 +340,7 @@ fn check_config_refuses_a_malformed_key_naming_field_and_file_and_quoting_nothin
         ),
     )
     .unwrap();
-    let out = Command::new(BIN)
-        .arg("--check-config")
-        .arg(&config)
-        .output()
-        .unwrap();
+    let out = common::check_config(&config);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("listen.tls.key_file"), "{stderr}");
@@ -369,11 +356,7 @@ fn check_config_refuses_a_malformed_key_naming_field_and_file_and_quoting_nothin
         ),
     )
     .unwrap();
-    let out = Command::new(BIN)
-        .arg("--check-config")
-        .arg(&config)
-        .output()
-        .unwrap();
+    let out = common::check_config(&config);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(

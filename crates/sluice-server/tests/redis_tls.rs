@@ -8,12 +8,10 @@
 mod common;
 
 use std::path::Path;
-use std::process::Command;
 
 use sluice_testkit::RedisServer;
 use sluice_testkit::certs::{Certs, Pair};
 
-use common::BIN;
 use common::daemon::{Daemon, assert_ready_and_exact, fail_modes, readyz, twelve_checks};
 
 /// The `[backend]` lines of `server` over TLS, trusting `ca` and presenting `client`.
@@ -96,14 +94,8 @@ async fn each_tls_failure_serves_the_fail_mode_and_is_logged_once_with_its_reaso
 #[test]
 fn check_config_names_an_unreadable_backend_tls_file_and_tls_files_without_tls() {
     let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("sluice.toml");
     let check = |text: &str| {
-        std::fs::write(&config, text).unwrap();
-        let out = Command::new(BIN)
-            .arg("--check-config")
-            .arg(&config)
-            .output()
-            .unwrap();
+        let out = common::check_config_text(dir.path(), text);
         (
             out.status.code(),
             String::from_utf8_lossy(&out.stderr).into_owned(),

@@ -195,19 +195,11 @@ fn check_config_names_a_bad_listen_resp() {
     let bad = dir.path().join("bad.toml");
     let resp_line = text.lines().find(|l| l.starts_with("resp = ")).unwrap();
     std::fs::write(&bad, text.replace(resp_line, "resp = \"localhost\"")).unwrap();
-    let out = Command::new(BIN)
-        .arg("--check-config")
-        .arg(&bad)
-        .output()
-        .unwrap();
+    let out = common::check_config(&bad);
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("listen.resp"), "{stderr}");
-    let good = Command::new(BIN)
-        .arg("--check-config")
-        .arg(&config)
-        .output()
-        .unwrap();
+    let good = common::check_config(&config);
     assert_eq!(good.status.code(), Some(0));
 }
 

@@ -7,11 +7,8 @@
 
 mod common;
 
-use std::process::Command;
-
 use sluice_testkit::{RedisSentinels, SentinelSetup};
 
-use common::BIN;
 use common::daemon::{Daemon, assert_ready_and_exact, fail_modes, readyz, twelve_checks};
 
 const MASTER_PASSWORD: &str = "m4ster-pw-never-logged";
@@ -52,7 +49,6 @@ async fn checks_through_sentinel_are_exact_and_no_password_is_logged() {
     // --check-config of a file holding both passwords: valid, neither shown; an invalid one
     // names its fields, neither shown either.
     let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("sluice.toml");
     let policy = "[policies.p]\nalgorithm = \"gcra\"\nlimit = 1\nwindow = \"1s\"\n";
     for (text, code) in [
         (
@@ -66,14 +62,8 @@ async fn checks_through_sentinel_are_exact_and_no_password_is_logged() {
             2,
         ),
     ] {
-        std::fs::write(&config, text).unwrap();
-        let out = Command::new(BIN)
-            .arg("--check-config")
-            .arg(&config)
-            .output()
-            .unwrap();
-        let shown = String::from_utf8_lossy(&out.stdout).into_owned()
-            + &String::from_utf8_lossy(&out.stderr);
+        let out = common::check_config_text(dir.path(), &text);
+        let shown = common::printed(&out);
         assert_eq!(out.status.code(), Some(code), "{shown}");
         for secret in [MASTER_PASSWORD, SENTINEL_PASSWORD] {
             assert!(!shown.contains(secret), "{secret} shown:\n{shown}");

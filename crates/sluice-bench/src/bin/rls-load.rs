@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use clap::Parser;
-use hdrhistogram::Histogram;
 use sluice_bench::Report;
+use sluice_bench::tally::{Outcome, Tally};
 use sluice_core::SplitMix;
 use sluice_server::rls::generated::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
 use sluice_server::rls::generated::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
@@ -56,14 +56,6 @@ struct Args {
     warmup: Duration,
 }
 
-#[derive(Debug)]
-struct Stats {
-    histogram: Histogram<u64>,
-    allowed: u64,
-    rejected: u64,
-    errors: u64,
-}
-
 fn main() -> Result<()> {
     let args = Args::parse();
     if !(1..=ENTRY_KEYS.len()).contains(&args.descriptors) {
@@ -100,14 +92,7 @@ async fn drive(args: &Args) -> Result<Report> {
                 .with_context(|| format!("cannot connect to {}", args.grpc))?,
         );
     }
-    let stats = Rc::new(RefCell::new(Stats {
-        // 1 ns .. 60 s at 3 significant digits.
-        histogram: Histogram::new_with_bounds(1, 60_000_000_000, 3)
-            .map_err(|err| anyhow::anyhow!("histogram: {err}"))?,
-        allowed: 0,
-        rejected: 0,
-        errors: 0,
-    }));
+    let stats = Rc::new(RefCell::new(Tally::new()?));
     let start = Instant::now();
     let measure_from = start + args.warmup;
     let end = measure_from + args.duration;
@@ -124,23 +109,8 @@ async fn drive(args: &Args) -> Result<Report> {
         ));
     }
     local.await;
-    let stats = stats.borrow();
-    let requests = stats.allowed + stats.rejected + stats.errors;
-    let seconds = args.duration.as_secs_f64();
-    #[allow(clippy::cast_precision_loss)]
-    let us = |q: f64| stats.histogram.value_at_quantile(q) as f64 / 1e3;
-    #[allow(clippy::cast_precision_loss)]
-    Ok(Report {
-        requests,
-        seconds,
-        rps: requests as f64 / seconds,
-        p50_us: us(0.5),
-        p99_us: us(0.99),
-        p999_us: us(0.999),
-        allowed: stats.allowed,
-        rejected: stats.rejected,
-        errors: stats.errors,
-    })
+    let report = stats.borrow().report(args.duration.as_secs_f64());
+    Ok(report)
 }
 
 /// One call in flight at a time until `end`; only calls sent and answered in the measured
@@ -150,7 +120,7 @@ async fn slot_loop(
     mut rng: SplitMix,
     descriptors: usize,
     keys: u64,
-    stats: Rc<RefCell<Stats>>,
+    stats: Rc<RefCell<Tally>>,
     (measure_from, end): (Instant, Instant),
 ) {
     loop {
@@ -177,17 +147,11 @@ async fn slot_loop(
         if sent < measure_from || done >= end {
             continue;
         }
-        let mut stats = stats.borrow_mut();
-        match answer.map(|a| a.into_inner().overall_code) {
-            Ok(code) if code == Code::Ok as i32 => stats.allowed += 1,
-            Ok(code) if code == Code::OverLimit as i32 => stats.rejected += 1,
-            _ => {
-                stats.errors += 1;
-                continue;
-            }
-        }
-        let nanos = u64::try_from((done - sent).as_nanos()).unwrap_or(u64::MAX);
-        // Beyond the histogram's 60 s bound only by a stalled server: clamp rather than lose it.
-        stats.histogram.saturating_record(nanos.max(1));
+        let outcome = match answer.map(|a| a.into_inner().overall_code) {
+            Ok(code) if code == Code::Ok as i32 => Outcome::Allowed,
+            Ok(code) if code == Code::OverLimit as i32 => Outcome::Rejected,
+            _ => Outcome::Error,
+        };
+        stats.borrow_mut().measured(outcome, done - sent);
     }
 }

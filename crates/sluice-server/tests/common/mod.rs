@@ -6,7 +6,7 @@
 #![allow(clippy::unwrap_used, dead_code)]
 
 use std::path::Path;
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::time::{Duration, Instant};
 
 /// Sends signal `name` (`TERM`, `HUP`, …) to `child`.
@@ -57,6 +57,28 @@ pub fn spawn_on(mut command: Command, config: &Path) -> Child {
         .stderr(Stdio::null())
         .spawn()
         .unwrap()
+}
+
+/// `sluiced --check-config path` (no `SLUICE_SOCKET` from the environment), run to its end.
+pub fn check_config(path: &Path) -> Output {
+    Command::new(BIN)
+        .arg("--check-config")
+        .arg(path)
+        .env_remove("SLUICE_SOCKET")
+        .output()
+        .unwrap()
+}
+
+/// `sluiced --check-config` on a file `sluice.toml` of `dir` holding `toml`.
+pub fn check_config_text(dir: &Path, toml: &str) -> Output {
+    let path = dir.join("sluice.toml");
+    std::fs::write(&path, toml).unwrap();
+    check_config(&path)
+}
+
+/// What `--check-config` printed, stdout then stderr.
+pub fn printed(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr)
 }
 
 /// Runs a second sluiced on the `config` of one that is serving, and returns what it printed:
