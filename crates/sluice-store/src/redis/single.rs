@@ -7,6 +7,8 @@
 //! batch is atomic in one call). A script missing from the server (restart, `SCRIPT FLUSH`)
 //! is loaded on NOSCRIPT and the call sent again, once.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use ::redis::aio::{ConnectionManager, ConnectionManagerConfig};
@@ -31,9 +33,11 @@ pub struct Single {
     /// The server's address (redacted) and whether TLS is on, for errors naming them.
     address: String,
     tls: bool,
-    /// Over TLS: tells a plain port from a slow server when a ping waits (see
+    /// Over TLS: tells a plain port from a slow server when a call waits (see
     /// [`plain_probe`](super::plain_probe)).
-    probe: Option<PlainProbe>,
+    probe: Option<Arc<PlainProbe>>,
+    /// The last call failed (or none ran yet): the next races the probe.
+    suspect: AtomicBool,
 }
 
 impl std::fmt::Debug for Single {
@@ -65,7 +69,7 @@ impl RedisStore {
             .map_err(invalid)?;
         let tcp = ::redis::io::tcp::TcpSettings::default().set_nodelay(config.tcp_nodelay);
         let info = info.set_tcp_settings(tcp);
-        let probe = PlainProbe::of(&info, config.connect_timeout);
+        let probe = PlainProbe::of(&info, config.timeout, config.connect_timeout);
         let tls = config.effective_tls();
         let client = open_client(info, tls.as_ref()).map_err(|e| match e {
             ClientError::Tls(e) => ConfigError::from(e),
@@ -158,13 +162,14 @@ impl Single {
         manager: ConnectionManager,
         address: String,
         tls: bool,
-        probe: Option<PlainProbe>,
+        probe: Option<Arc<PlainProbe>>,
     ) -> Single {
         Single {
             manager,
             address,
             tls,
             probe,
+            suspect: AtomicBool::new(true),
         }
     }
 
@@ -175,9 +180,37 @@ impl Single {
         keys: &[K],
         args: &[A],
     ) -> Result<T, StoreError> {
-        self.query(script, keys, args)
-            .await
-            .map_err(|e| self.map_error(&e))
+        self.or_plain_port(async {
+            self.query(script, keys, args)
+                .await
+                .map_err(|e| self.map_error(&e))
+        })
+        .await
+    }
+
+    /// `call`; over TLS, after a failed call, raced by the probe: a port that turns out to
+    /// speak plain RESP ends it with the message that says so (the handshake would otherwise
+    /// hang to a bare timeout).
+    async fn or_plain_port<T>(
+        &self,
+        call: impl Future<Output = Result<T, StoreError>>,
+    ) -> Result<T, StoreError> {
+        let answer = match &self.probe {
+            Some(probe) if self.suspect.load(Ordering::Relaxed) => {
+                tokio::select! {
+                    biased;
+                    answer = call => answer,
+                    () = probe.plain_port() => {
+                        Err(StoreError::Unavailable(crate::tls::not_tls(&self.address)))
+                    }
+                }
+            }
+            _ => call.await,
+        };
+        if self.probe.is_some() && answer.is_err() != self.suspect.load(Ordering::Relaxed) {
+            self.suspect.store(answer.is_err(), Ordering::Relaxed);
+        }
+        answer
     }
 
     /// EVALSHA of `script`; on NOSCRIPT (a restarted server, `SCRIPT FLUSH`) SCRIPT LOAD and
@@ -248,18 +281,9 @@ impl OneServer for Single {
         self.invoke(script, keys, args).await
     }
 
-    /// Over TLS, a ping still waiting when the port turns out to speak plain RESP ends with
-    /// the message that says so (the handshake would otherwise hang to a bare timeout).
     async fn pong(&self) -> Result<String, StoreError> {
-        let ping = async { self.query_ping().await.map_err(|e| self.map_error(&e)) };
-        let Some(probe) = &self.probe else {
-            return ping.await;
-        };
-        tokio::select! {
-            biased;
-            answer = ping => answer,
-            () = probe.plain_port() => Err(StoreError::Unavailable(crate::tls::not_tls(&self.address))),
-        }
+        self.or_plain_port(async { self.query_ping().await.map_err(|e| self.map_error(&e)) })
+            .await
     }
 }
 

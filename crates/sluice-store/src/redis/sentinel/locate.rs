@@ -228,7 +228,7 @@ impl Locator {
             .as_str()
             .into_connection_info()
             .map_err(|e| format!("is not an address: {e}"))?;
-        let probe = PlainProbe::of(&info, self.connect_timeout);
+        let probe = PlainProbe::of(&info, self.timeout, self.connect_timeout);
         let info = info.set_redis_settings(self.credentials.clone());
         let client = open_client(info, self.tls.as_ref()).map_err(|e| match e {
             ClientError::Tls(e) => e.to_string(),
