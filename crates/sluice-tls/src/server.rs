@@ -23,7 +23,7 @@ pub struct ServerFiles {
 pub fn server_config(files: &ServerFiles, alpn: &[&[u8]]) -> Result<ServerConfig, PemError> {
     let chain = pem::certificates("listen.tls.cert_file", &files.cert_file)?;
     let key = pem::private_key("listen.tls.key_file", &files.key_file)?;
-    let builder = ServerConfig::builder_with_provider(crate::crypto::listener_provider())
+    let builder = ServerConfig::builder_with_provider(crate::crypto::provider())
         .with_safe_default_protocol_versions()
         .map_err(|err| PemError::new("listen.tls", &files.cert_file, err.to_string()))?;
     let builder = match &files.client_ca_file {
@@ -47,7 +47,5 @@ pub fn server_config(files: &ServerFiles, alpn: &[&[u8]]) -> Result<ServerConfig
         )
     })?;
     config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
-    // Our order, AES-128-GCM first (see `listener_provider`).
-    config.ignore_client_order = true;
     Ok(config)
 }
