@@ -81,6 +81,20 @@ pub fn printed(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr)
 }
 
+/// A config at `path` serving `policies` on the Unix socket `socket` only.
+pub fn write_config(path: &Path, socket: &Path, policies: &str) {
+    write_config_with(path, socket, "", policies);
+}
+
+/// [`write_config`] with more `[listen]` lines.
+pub fn write_config_with(path: &Path, socket: &Path, listen: &str, policies: &str) {
+    let text = format!(
+        "[listen]\nunix = {:?}\nhttp = \"\"\nunix_mode = \"0600\"\n{listen}\n\n{policies}",
+        socket.display().to_string()
+    );
+    std::fs::write(path, text).unwrap();
+}
+
 /// Runs a second sluiced on the `config` of one that is serving, and returns what it printed:
 /// it must have been refused (its socket is taken).
 pub fn second_daemon_refused(config: &Path) -> String {
