@@ -16,7 +16,8 @@ pub mod run;
 pub mod tally;
 
 pub use dist::{Dist, DistKind};
-pub use run::{BenchConfig, BenchError, Report, Target, run};
+pub use run::{BenchConfig, BenchError, Target, run};
+pub use tally::Report;
 
 /// CPU seconds (user + system) this process has used so far, from `/proc/self/stat`; `None`
 /// where that file is not readable.

@@ -8,7 +8,6 @@ use std::path::PathBuf;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use serde::Serialize;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpStream, UnixStream};
 use tokio::task::LocalSet;
@@ -16,7 +15,7 @@ use tokio::task::LocalSet;
 use crate::dist::{Dist, DistKind};
 use crate::http1::{self, ParseError};
 use crate::request::Template;
-use crate::tally::{Outcome, Tally};
+use crate::tally::{Outcome, Report, Tally};
 use sluice_core::SplitMix;
 
 /// Where the load goes.
@@ -59,21 +58,6 @@ impl BenchConfig {
             progress: true,
         }
     }
-}
-
-/// The final JSON line. `requests = allowed + rejected + errors`, all counted in the measured
-/// window only (warm-up excluded); latency percentiles over the answered requests.
-#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
-pub struct Report {
-    pub requests: u64,
-    pub seconds: f64,
-    pub rps: f64,
-    pub p50_us: f64,
-    pub p99_us: f64,
-    pub p999_us: f64,
-    pub allowed: u64,
-    pub rejected: u64,
-    pub errors: u64,
 }
 
 /// Why a run could not start.
@@ -127,7 +111,8 @@ pub fn run(config: &BenchConfig) -> Result<Report, BenchError> {
 }
 
 async fn drive(config: &BenchConfig) -> Result<Report, BenchError> {
-    let stats = Rc::new(RefCell::new(Tally::new()?));
+    let tally = Tally::new().map_err(|err| BenchError::Histogram(err.to_string()))?;
+    let stats = Rc::new(RefCell::new(tally));
     let dist = Dist::new(config.dist, config.keys);
     let host = match &config.target {
         Target::Unix(_) => "localhost",

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use hdrhistogram::Histogram;
 
-use crate::run::{BenchError, Report};
+use serde::Serialize;
 
 /// What one request ended as, for the counters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -13,6 +13,21 @@ pub enum Outcome {
     Allowed,
     Rejected,
     Error,
+}
+
+/// The final JSON line. `requests = allowed + rejected + errors`, all counted in the measured
+/// window only (warm-up excluded); latency percentiles over the answered requests.
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+pub struct Report {
+    pub requests: u64,
+    pub seconds: f64,
+    pub rps: f64,
+    pub p50_us: f64,
+    pub p99_us: f64,
+    pub p999_us: f64,
+    pub allowed: u64,
+    pub rejected: u64,
+    pub errors: u64,
 }
 
 /// The counters of one run.
@@ -30,10 +45,9 @@ pub struct Tally {
 }
 
 impl Tally {
-    pub fn new() -> Result<Self, BenchError> {
+    pub fn new() -> Result<Self, hdrhistogram::CreationError> {
         // 1 ns .. 60 s at 3 significant digits.
-        let histogram = Histogram::new_with_bounds(1, 60_000_000_000, 3)
-            .map_err(|err| BenchError::Histogram(err.to_string()))?;
+        let histogram = Histogram::new_with_bounds(1, 60_000_000_000, 3)?;
         Ok(Tally {
             histogram,
             allowed: 0,

@@ -1,7 +1,8 @@
 //! `[listen.tls]` on the real `sluiced`: checks over HTTPS (curl with the CA) and RESP over
 //! TLS (`redis-cli --tls`), mTLS refusing a client without a certificate and one from another
 //! CA (counted by reason, never logged per connection), and a certificate swapped on disk
-//! served to the next connection while a connection opened before keeps working.
+//! served to the next connection while a connection opened before keeps working; requests
+//! pipelined over TLS each answered, in order.
 
 #![allow(clippy::unwrap_used)] // tests unwrap, helpers included
 
@@ -317,6 +318,46 @@ async fn a_swapped_certificate_serves_the_next_connection_and_the_held_one_keeps
     let log = daemon.log();
     assert!(log.contains("certificate files read again"), "{log}");
     assert!(!log.contains("PRIVATE KEY"), "{log}");
+}
+
+/// Requests pipelined on one connection: their answers are flushed together (one write,
+/// one record), and each is there, in order, counted once.
+#[tokio::test]
+async fn pipelined_checks_over_tls_are_each_answered_in_order() {
+    const PIPELINED: usize = 16;
+    let certs = Certs::new();
+    let daemon = Tls::start(&certs, None);
+    let (mut stream, _) = connect(daemon.http, &certs.ca_file).await;
+    let request = format!(
+        "POST /v1/check HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{CHECK}",
+        CHECK.len()
+    );
+    stream
+        .write_all(request.repeat(PIPELINED).as_bytes())
+        .await
+        .unwrap();
+    let mut answers = String::new();
+    let mut buf = vec![0u8; 16_384];
+    while answers.matches("\"remaining\":").count() < PIPELINED {
+        let n = tokio::time::timeout(PATIENCE, stream.read(&mut buf))
+            .await
+            .expect("the pipelined answers come")
+            .unwrap();
+        assert!(n > 0, "closed after {answers}");
+        answers.push_str(&String::from_utf8_lossy(&buf[..n]));
+    }
+    assert_eq!(
+        answers.matches("HTTP/1.1 200 OK").count(),
+        PIPELINED,
+        "{answers}"
+    );
+    let remaining: Vec<u64> = answers
+        .split("\"remaining\":")
+        .skip(1)
+        .map(|rest| rest.split([',', '}']).next().unwrap().parse().unwrap())
+        .collect();
+    let expected: Vec<u64> = (0..PIPELINED as u64).map(|i| 99 - i).collect();
+    assert_eq!(remaining, expected);
 }
 
 #[test]

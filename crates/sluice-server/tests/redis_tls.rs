@@ -91,6 +91,59 @@ async fn each_tls_failure_serves_the_fail_mode_and_is_logged_once_with_its_reaso
     }
 }
 
+/// Daemons started on the wrong scheme for the port, per direction: each attempt a new
+/// process, new connections, new TLS hellos.
+const WRONG_SCHEME_STARTS: usize = 5;
+
+#[tokio::test]
+async fn the_wrong_scheme_for_the_port_is_named_by_readyz_and_the_log_every_time() {
+    let certs = Certs::new();
+    let tls_only = RedisServer::start_tls(&certs);
+    let plain = RedisServer::start();
+    let plain_url = tls_only.tls_url().replace("rediss://", "redis://");
+    let cases = [
+        // redis:// against a port that speaks TLS only.
+        (
+            format!("kind = \"redis\"\nurl = \"{plain_url}\"\ntimeout = \"500ms\""),
+            "use rediss://",
+        ),
+        // rediss:// against a plain port: Redis mostly answers the TLS hello with nothing.
+        (
+            format!(
+                "kind = \"redis\"\nurl = \"{}\"\ntimeout = \"500ms\"\n\n[backend.tls]\nca_file = {:?}",
+                plain.url().replace("redis://", "rediss://"),
+                certs.ca_file.display().to_string()
+            ),
+            "does not speak TLS",
+        ),
+    ];
+    for (lines, reason) in &cases {
+        for attempt in 0..WRONG_SCHEME_STARTS {
+            let daemon = Daemon::start(lines, "closed");
+            let client = daemon.client();
+            let checks = twelve_checks(&client, "k").await;
+            assert_eq!(checks.unavailable, 12, "{reason} #{attempt}: {checks:?}");
+            let ready = client
+                .send(http::Method::GET, "/readyz", &[], "")
+                .await
+                .unwrap();
+            let body = String::from_utf8_lossy(&ready.body).into_owned();
+            assert_eq!(ready.status, 503, "{reason} #{attempt}: {body}");
+            assert!(body.contains(reason), "{reason} #{attempt}: {body}");
+            let log = daemon.log();
+            let failing = log.lines().find(|l| l.contains("backend failing"));
+            assert!(
+                failing.is_some_and(|l| l.contains("WARN") && l.contains(reason)),
+                "{reason} #{attempt}:\n{log}"
+            );
+            assert!(
+                !log.to_lowercase().contains("timed out"),
+                "{reason} #{attempt}:\n{log}"
+            );
+        }
+    }
+}
+
 #[test]
 fn check_config_names_an_unreadable_backend_tls_file_and_tls_files_without_tls() {
     let dir = tempfile::tempdir().unwrap();

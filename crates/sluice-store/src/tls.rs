@@ -46,9 +46,7 @@ pub(crate) fn redis_certificates(tls: &RedisTls) -> Result<::redis::TlsCertifica
 pub(crate) fn explain(err: &(dyn Error + 'static), address: &str, tls: bool) -> Option<String> {
     if tls {
         return reason_in(err).map(|reason| match reason {
-            Reason::NotTls => format!(
-                "TLS handshake with {address} failed: it does not speak TLS (a plain port: use redis://, or the port with tls-port)"
-            ),
+            Reason::NotTls => not_tls(address),
             reason => format!("TLS handshake with {address} failed: {reason}"),
         });
     }
@@ -73,6 +71,13 @@ pub(crate) fn explain(err: &(dyn Error + 'static), address: &str, tls: bool) -> 
             "{address} closed the connection: if that port speaks TLS only (tls-port), use rediss:// or backend.tls.enabled = true"
         )
     })
+}
+
+/// The message of a TLS client of `address` (redacted), a port that speaks plain RESP.
+pub(crate) fn not_tls(address: &str) -> String {
+    format!(
+        "TLS handshake with {address} failed: it does not speak TLS (a plain port: use redis://, or the port with tls-port)"
+    )
 }
 
 fn chain<'a>(err: &'a (dyn Error + 'static)) -> impl Iterator<Item = &'a (dyn Error + 'static)> {

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use sluice_core::{Algorithm, Params};
-use sluice_store::{Check, ClusterStore, ClusterStoreConfig, Store, StoreExt};
+use sluice_store::{Check, Store, StoreExt};
 use sluice_testkit::RedisCluster;
 use sluice_testkit::certs::Certs;
 
@@ -25,15 +25,14 @@ async fn a_tls_only_cluster_is_exact_and_followed_through_a_failover() {
     let certs = Certs::new();
     let mut cluster = RedisCluster::start_tls(&certs);
     assert!(cluster.urls()[0].starts_with("rediss://"));
-    let store = ClusterStore::new(ClusterStoreConfig {
-        nodes: cluster.urls(),
-        prefix: "ctls".into(),
-        timeout: Duration::from_millis(500),
-        tls: Some(common::client_tls(&certs)),
-        ..ClusterStoreConfig::default()
-    })
-    .unwrap();
-    store.wait_connected(Duration::from_secs(10)).await.unwrap();
+    let store = common::cluster_store_over(
+        &cluster,
+        Some(&certs),
+        "ctls",
+        Duration::from_millis(500),
+        Duration::ZERO,
+    )
+    .await;
     let store: Arc<dyn Store> = Arc::new(store);
 
     // Keys on every master, each exactly at its limit, checked from concurrent tasks.

@@ -1,6 +1,6 @@
 //! Slots moving under load: 12 concurrent clients check a few keys while their slots move to a
 //! new master, once by hand (slowly, time spent in the ASK window) and once with
-//! `redis-cli --cluster reshard`. Each client checks a sliding-log limit (two keys: grouped per
+//! `redis-cli --cluster reshard` (on plain TCP, and on a Cluster that speaks TLS only). Each client checks a sliding-log limit (two keys: grouped per
 //! slot) and a token bucket (one key: grouped per master, so its groups hold keys of slots that
 //! move and of slots that stay) at once, the token bucket with a candidate limit beside it
 //! (one key too, so pairs ride master lanes; while a slot's keys migrate one by one, a check's
@@ -21,6 +21,7 @@ use sluice_core::{Algorithm, Params};
 use sluice_store::StoreExt;
 use sluice_store::{BatchObserver, Check, ClusterStore, StoreKind};
 use sluice_testkit::RedisCluster;
+use sluice_testkit::certs::Certs;
 
 const POLICY: &str = "reshard";
 /// The one-key policy's name.
@@ -127,11 +128,14 @@ fn clients(
 /// Answers the cluster and how many checks group calls did not run (sent again alone).
 async fn under_load(
     cluster: RedisCluster,
+    certs: Option<&Certs>,
     keys: Vec<(&'static str, String)>,
     what: &str,
     move_slots: impl FnOnce(&RedisCluster) + Send + 'static,
 ) -> (RedisCluster, u64) {
-    let store = Arc::new(common::cluster_store(&cluster, what, Duration::from_millis(500)).await);
+    let timeout = Duration::from_millis(500);
+    let store =
+        Arc::new(common::cluster_store_over(&cluster, certs, what, timeout, Duration::ZERO).await);
     let calls = Arc::new(Calls::default());
     store.set_batch_observer(calls.clone());
     let start = Instant::now();
@@ -255,7 +259,7 @@ async fn slots_moved_by_hand_through_a_long_ask_window() {
     let slots = slots_of(&keys);
     let moving = slots.clone();
     keys.extend(keys_where(ONE_KEY, 1, near(700)));
-    let (cluster, sent_again) = under_load(cluster, keys, "by hand", move |cluster| {
+    let (cluster, sent_again) = under_load(cluster, None, keys, "by hand", move |cluster| {
         for slot in &moving {
             // A pause after each key: checks on a key already moved get ASK meanwhile.
             let moved =
@@ -274,7 +278,22 @@ async fn slots_moved_by_hand_through_a_long_ask_window() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn redis_cli_reshards_2000_slots_under_load() {
-    let cluster = RedisCluster::start_with_spare();
+    reshard_2000_slots(RedisCluster::start_with_spare(), None, "redis-cli reshard").await;
+}
+
+/// The same over a Cluster that speaks TLS only (clients, bus, replication and the MIGRATEs
+/// between nodes, client certificates required): redis-cli and the store speak TLS to it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn redis_cli_reshards_2000_slots_of_a_tls_only_cluster_under_load() {
+    let certs = Certs::new();
+    let cluster = RedisCluster::start_tls_with_spare(&certs);
+    assert!(cluster.urls()[0].starts_with("rediss://"));
+    reshard_2000_slots(cluster, Some(&certs), "redis-cli reshard over TLS").await;
+}
+
+/// `redis-cli --cluster reshard` of 2000 slots onto the spare master of `cluster` while the
+/// clients run (over TLS with `certs` when given), then every moved key on the spare.
+async fn reshard_2000_slots(cluster: RedisCluster, certs: Option<&Certs>, what: &str) {
     // redis-cli takes the lowest slots of each master (0-5460, 5461-10922, 10923-16383):
     // keys there move.
     let moves =
@@ -286,7 +305,7 @@ async fn redis_cli_reshards_2000_slots_under_load() {
     keys.extend(keys_where(ONE_KEY, 4, |slot| {
         (1000..5000).contains(&slot) || (7000..10000).contains(&slot)
     }));
-    let (cluster, _) = under_load(cluster, keys, "redis-cli reshard", |cluster| {
+    let (cluster, _) = under_load(cluster, certs, keys, what, |cluster| {
         cluster.reshard(2000, RedisCluster::SPARE);
     })
     .await;

@@ -10,9 +10,7 @@ use tempfile::TempDir;
 
 use crate::certs::Certs;
 use crate::tls_server::{tls_cli_args, tls_node_args};
-use crate::{
-    INSTALL_HINT, Node, cli, cluster_cli, free_port, info_field, require_tools, wait_until,
-};
+use crate::{INSTALL_HINT, Node, cluster_cli, free_port, info_field, require_tools, wait_until};
 
 /// The hash tag of a Redis key (`{…}`), or the whole key when it has none.
 fn hash_tag(key: &str) -> &str {
@@ -63,8 +61,9 @@ fn cluster_node(dir: &Path, i: usize, tls: Option<&Certs>) -> Node {
 #[derive(Debug)]
 pub struct RedisCluster {
     nodes: Vec<Node>,
-    /// TLS only: the nodes' URLs are `rediss://`.
-    tls: bool,
+    /// TLS only: the `redis-cli` arguments that reach the nodes (`--tls`, the certificates);
+    /// the nodes' URLs are `rediss://`.
+    tls: Option<Vec<String>>,
     _dir: TempDir,
 }
 
@@ -92,6 +91,13 @@ impl RedisCluster {
     /// certificates of `certs`' CA.
     pub fn start_tls(certs: &Certs) -> RedisCluster {
         RedisCluster::start_nodes_with(false, Some(certs))
+    }
+
+    /// [`start_with_spare`](Self::start_with_spare) over TLS only, as
+    /// [`start_tls`](Self::start_tls): the spare master too, and `redis-cli --cluster` (add-node,
+    /// reshard) speaks TLS to every node.
+    pub fn start_tls_with_spare(certs: &Certs) -> RedisCluster {
+        RedisCluster::start_nodes_with(true, Some(certs))
     }
 
     fn start_nodes(spare: bool) -> RedisCluster {
@@ -133,13 +139,13 @@ impl RedisCluster {
         );
         let mut cluster = RedisCluster {
             nodes,
-            tls: tls.is_some(),
+            tls: tls.map(tls_cli_args),
             _dir: dir,
         };
         cluster.wait_healthy(Duration::from_secs(30));
         if spare {
             // Started only now: a node outside the cluster is not healthy.
-            let node = cluster_node(cluster._dir.path(), Self::SPARE, None);
+            let node = cluster_node(cluster._dir.path(), Self::SPARE, tls);
             cluster.nodes.push(node);
             let seed = format!("127.0.0.1:{}", cluster.nodes[0].port);
             let new = format!("127.0.0.1:{}", cluster.nodes[Self::SPARE].port);
@@ -150,7 +156,7 @@ impl RedisCluster {
                 Duration::from_secs(30),
                 || {
                     cluster.nodes.iter().all(|n| {
-                        cli(n.port, &["CLUSTER", "NODES"])
+                        n.cli(&["CLUSTER", "NODES"])
                             .lines()
                             .any(|l| l.starts_with(&id) && l.contains("master"))
                     })
@@ -164,6 +170,7 @@ impl RedisCluster {
     /// Runs `redis-cli --cluster ARGS…` and panics with its output unless it succeeds.
     fn redis_cli_cluster(&self, args: &[&str]) -> String {
         let out = match Command::new("redis-cli")
+            .args(self.tls.iter().flatten())
             .arg("--cluster")
             .args(args)
             .stdin(Stdio::null())
@@ -205,26 +212,23 @@ impl RedisCluster {
     fn migrate_slot_in(&self, slot: u16, to: usize, pause: Duration, by_tag: bool) -> usize {
         let from = self.master_of_slot(slot);
         assert_ne!(from, to, "slot {slot} is already on node {to}");
-        let (src, dst) = (self.nodes[from].port, self.nodes[to].port);
+        let (src, dst) = (&self.nodes[from], &self.nodes[to]);
         let (from_id, to_id) = (self.node_id(from), self.node_id(to));
         let slot_arg = slot.to_string();
         let ok = |answer: String, what: &str| assert_eq!(answer, "OK", "{what}");
         ok(
-            cli(
-                dst,
-                &["CLUSTER", "SETSLOT", &slot_arg, "IMPORTING", &from_id],
-            ),
+            dst.cli(&["CLUSTER", "SETSLOT", &slot_arg, "IMPORTING", &from_id]),
             "SETSLOT IMPORTING",
         );
         ok(
-            cli(src, &["CLUSTER", "SETSLOT", &slot_arg, "MIGRATING", &to_id]),
+            src.cli(&["CLUSTER", "SETSLOT", &slot_arg, "MIGRATING", &to_id]),
             "SETSLOT MIGRATING",
         );
         let mut moved = 0;
         loop {
             // The keys of one hash tag (all the keys of one limit) go in one MIGRATE: a
             // script over keys split between two nodes would get TRYAGAIN meanwhile.
-            let keys = cli(src, &["CLUSTER", "GETKEYSINSLOT", &slot_arg, "1000"]);
+            let keys = src.cli(&["CLUSTER", "GETKEYSINSLOT", &slot_arg, "1000"]);
             let Some(first) = keys.lines().find(|k| !k.is_empty()) else {
                 break;
             };
@@ -234,10 +238,10 @@ impl RedisCluster {
             } else {
                 vec![first]
             };
-            let port = dst.to_string();
+            let port = dst.port.to_string();
             let mut args = vec!["MIGRATE", "127.0.0.1", &port, "", "0", "5000", "KEYS"];
             args.extend(&group);
-            let answer = cli(src, &args);
+            let answer = src.cli(&args);
             assert!(
                 answer == "OK" || answer == "NOKEY",
                 "MIGRATE {group:?}: {answer}"
@@ -248,21 +252,18 @@ impl RedisCluster {
         // The target first, then the source, as redis-cli does: clients redirected by the
         // source then find the target already owning the slot.
         ok(
-            cli(dst, &["CLUSTER", "SETSLOT", &slot_arg, "NODE", &to_id]),
+            dst.cli(&["CLUSTER", "SETSLOT", &slot_arg, "NODE", &to_id]),
             "SETSLOT NODE on the target",
         );
         ok(
-            cli(src, &["CLUSTER", "SETSLOT", &slot_arg, "NODE", &to_id]),
+            src.cli(&["CLUSTER", "SETSLOT", &slot_arg, "NODE", &to_id]),
             "SETSLOT NODE on the source",
         );
         for (i, node) in self.nodes.iter().enumerate() {
             if i != from && i != to && node.child.is_some() {
                 let role = info_field(&node.cli(&["INFO", "replication"]), "role");
                 if role.as_deref() == Some("master") {
-                    cli(
-                        node.port,
-                        &["CLUSTER", "SETSLOT", &slot_arg, "NODE", &to_id],
-                    );
+                    node.cli(&["CLUSTER", "SETSLOT", &slot_arg, "NODE", &to_id]);
                 }
             }
         }
@@ -359,7 +360,11 @@ impl RedisCluster {
 
     /// Seed URLs of every node (`redis://127.0.0.1:PORT`, `rediss://` when TLS only).
     pub fn urls(&self) -> Vec<String> {
-        let scheme = if self.tls { "rediss" } else { "redis" };
+        let scheme = if self.tls.is_some() {
+            "rediss"
+        } else {
+            "redis"
+        };
         self.nodes
             .iter()
             .map(|n| format!("{scheme}://127.0.0.1:{}", n.port))

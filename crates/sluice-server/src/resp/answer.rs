@@ -1,7 +1,13 @@
 //! Answers the commands of one read: the checks go to the limiter (the very calls `POST
 //! /v1/check` makes, so decisions, metrics, spans, top keys, shadow and fail modes are the
-//! HTTP API's), all of them at once so that a pipeline on a Redis backend costs one round
-//! trip rather than one per command; then every reply is written in command order.
+//! HTTP API's), and every reply is written in command order, in place in the connection's
+//! output buffer.
+//!
+//! When the limiter decides without waiting (the memory store), each command is decided and
+//! answered in turn: no future per check, no vector of decisions. When it waits on a network
+//! (Redis), the checks of a pipeline are decided all at once, so that they share the store's
+//! group calls and the pipeline costs one round trip rather than one per command; the
+//! replies are then written in order.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -91,30 +97,49 @@ pub async fn answer_all(
     out: &mut BytesMut,
 ) {
     let asking = commands.iter().filter(|c| decides(c)).count();
-    let decided: Vec<Option<Decided>> = if asking <= 1 {
-        match commands.iter().find(|c| decides(c)) {
-            Some(command) => vec![decide(app, command).await],
-            None => Vec::new(),
+    if asking <= 1 || app.limiter.never_waits() {
+        for command in commands {
+            let decided = if decides(command) {
+                decide(app, command).await
+            } else {
+                None
+            };
+            answer(out, session, command, decided);
         }
-    } else {
-        futures::future::join_all(
-            commands
-                .iter()
-                .filter(|c| decides(c))
-                .map(|command| decide(app, command)),
-        )
-        .await
-    };
-    let mut decided = decided.into_iter().flatten();
+        return;
+    }
+    let decided = futures::future::join_all(
+        commands
+            .iter()
+            .filter(|c| decides(c))
+            .map(|command| decide(app, command)),
+    )
+    .await;
+    let mut decided = decided.into_iter();
     for command in commands {
-        match command {
-            Err(err) => reply::error(out, &err.to_string()),
-            Ok(command) if asks_limiter(command) => match decided.next() {
-                Some(decision) => write_decided(out, decision),
-                None => reply::error(out, "ERR internal error: no decision"),
-            },
-            Ok(command) => connection_command(out, session, command),
-        }
+        let decision = if decides(command) {
+            decided.next().flatten()
+        } else {
+            None
+        };
+        answer(out, session, command, decision);
+    }
+}
+
+/// Writes the reply to `command`, whose decision is `decided` when it asks the limiter.
+fn answer(
+    out: &mut BytesMut,
+    session: &mut Session,
+    command: &Result<Command<'_>, CommandError>,
+    decided: Option<Decided>,
+) {
+    match command {
+        Err(err) => reply::error(out, &err.to_string()),
+        Ok(command) if asks_limiter(command) => match decided {
+            Some(decision) => write_decided(out, decision),
+            None => reply::error(out, "ERR internal error: no decision"),
+        },
+        Ok(command) => connection_command(out, session, command),
     }
 }
 
@@ -122,20 +147,14 @@ fn write_decided(out: &mut BytesMut, decided: Decided) {
     match decided {
         Decided::Check(Ok(verdict)) => verdict_reply(out, &verdict),
         Decided::Batch(Ok(verdicts)) => {
-            let allowed = [BorrowedFrame::Integer(i64::from(
-                verdicts.iter().all(|v| v.allowed),
-            ))];
-            let rows: Vec<[BorrowedFrame<'_>; 7]> = verdicts
-                .iter()
-                .map(|v| verdict_fields(v).map(BorrowedFrame::Integer))
-                .collect();
-            let frames: Vec<BorrowedFrame<'_>> = allowed
-                .into_iter()
-                .chain(rows.iter().map(|row| BorrowedFrame::Array(row)))
-                .collect();
-            reply::frame(out, &BorrowedFrame::Array(&frames));
+            // `[all allowed, [check 1's fields], [check 2's], ...]`.
+            reply::array_header(out, verdicts.len() + 1);
+            reply::integer(out, i64::from(verdicts.iter().all(|v| v.allowed)));
+            for verdict in &verdicts {
+                verdict_reply(out, verdict);
+            }
         }
-        Decided::Throttle(Ok(answer)) => reply::integers(out, answer),
+        Decided::Throttle(Ok(answer)) => reply::integers(out, &answer),
         Decided::Check(Err(err)) | Decided::Batch(Err(err)) | Decided::Throttle(Err(err)) => {
             reply::error(out, &limit_error(&err));
         }
@@ -157,7 +176,7 @@ fn verdict_fields(verdict: &Verdict) -> [i64; 7] {
 }
 
 fn verdict_reply(out: &mut BytesMut, verdict: &Verdict) {
-    reply::integers(out, verdict_fields(verdict));
+    reply::integers(out, &verdict_fields(verdict));
 }
 
 /// The error line of a check the limiter refused.

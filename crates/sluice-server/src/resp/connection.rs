@@ -11,6 +11,9 @@
 //! On the stop, commands already read are answered and written, then the connection closes;
 //! an idle one closes at once.
 //!
+//! The vector of a read's commands is the connection's, kept from one read to the next: a
+//! read allocates nothing for its commands once the connection is warm.
+//!
 //! A connection closed after `QUIT` or a protocol error may still hold bytes the client sent
 //! (a pipeline behind the bad frame): it closes lingering ([`crate::server::linger`]), so
 //! that the client reads the error rather than a reset.
@@ -32,6 +35,19 @@ use sluice_config::ConnectionSettings;
 /// Room made in the read buffer before each read.
 const READ_CHUNK: usize = 16 * 1024;
 
+/// The commands of one read, borrowing its buffer.
+type Commands<'a> = Vec<Result<Command<'a>, CommandError>>;
+
+/// `commands` emptied, for commands borrowing another buffer: the same allocation (a
+/// collect from a vector's own iterator into a vector of a type of the same layout reuses
+/// the source's memory), so that a connection reads every pipeline into one vector.
+// `filter` would keep the type: the point is the other lifetime.
+#[allow(clippy::unnecessary_filter_map)]
+fn recycle<'b>(mut commands: Commands<'_>) -> Commands<'b> {
+    commands.clear();
+    commands.into_iter().filter_map(|_| None).collect()
+}
+
 /// What one read's complete frames hold.
 #[derive(Debug, Default)]
 pub struct Frames<'a> {
@@ -46,8 +62,18 @@ pub struct Frames<'a> {
 }
 
 /// Reads every complete frame at the front of `buf`.
+#[cfg(test)]
 pub fn frames(buf: &[u8]) -> Frames<'_> {
-    let mut read = Frames::default();
+    frames_in(buf, Vec::new())
+}
+
+/// Reads every complete frame at the front of `buf`, its commands into `commands` (empty: a
+/// vector kept from an earlier read, see [`recycle`]).
+fn frames_in<'a>(buf: &'a [u8], commands: Commands<'a>) -> Frames<'a> {
+    let mut read = Frames {
+        commands,
+        ..Frames::default()
+    };
     loop {
         match frame::next(&buf[read.consumed..]) {
             Next::Command { args, len } => {
@@ -85,6 +111,7 @@ pub async fn serve_resp<S>(
     let mut input = BytesMut::with_capacity(READ_CHUNK);
     let mut output = BytesMut::with_capacity(READ_CHUNK);
     let mut session = Session::new();
+    let mut spare: Commands<'static> = Vec::new();
     let mut deadline = Instant::now() + limits.header_timeout;
     loop {
         input.reserve(READ_CHUNK);
@@ -108,13 +135,13 @@ pub async fn serve_resp<S>(
                 }
             },
         }
-        let read = frames(&input);
+        let read = frames_in(&input, recycle(std::mem::take(&mut spare)));
         answer_all(&app, &mut session, &read.commands, &mut output).await;
         if let Some(err) = &read.protocol_error {
             reply::error(&mut output, &format!("ERR {err}"));
         }
         let (consumed, close) = (read.consumed, read.close);
-        drop(read);
+        spare = recycle(read.commands);
         input.advance(consumed);
         if !output.is_empty() {
             let write = stream.write_all(&output);
@@ -141,5 +168,27 @@ pub async fn serve_resp<S>(
         if output.capacity() > 4 * READ_CHUNK {
             output = BytesMut::with_capacity(READ_CHUNK);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_connection_reads_every_pipeline_into_one_vector() {
+        let first = b"*1\r\n$4\r\nPING\r\n".repeat(20);
+        let read = frames_in(&first, Vec::new());
+        assert_eq!(read.commands.len(), 20);
+        let (memory, capacity) = (read.commands.as_ptr() as usize, read.commands.capacity());
+        let spare: Commands<'static> = recycle(read.commands);
+        assert_eq!(
+            (spare.as_ptr() as usize, spare.capacity()),
+            (memory, capacity)
+        );
+        let second = b"*1\r\n$4\r\nQUIT\r\n".to_vec();
+        let read = frames_in(&second, recycle(spare));
+        assert_eq!(read.commands, [Ok(Command::Quit)]);
+        assert_eq!(read.commands.as_ptr() as usize, memory);
     }
 }

@@ -1,6 +1,7 @@
-//! Frames off the wire: the RESP2 codec of the `redis-protocol` crate decodes one frame at a
-//! time as ranges into the read buffer (nothing is copied), and this module turns a frame into
-//! the arguments of a command, as Redis takes them: an array of bulk strings.
+//! Frames off the wire: the arguments of a command, as Redis takes them: an array of bulk
+//! strings. A frame of the common form is read by [`scan`](super::scan) in one pass; any
+//! other goes to the RESP2 codec of the `redis-protocol` crate, which decodes it as ranges
+//! into the read buffer (nothing is copied) and names what is wrong with it.
 //!
 //! Two bounds live here, so that no client can make a connection hold more:
 //! - [`MAX_FRAME`]: a frame still incomplete at that size is refused (as the HTTP body limit).
@@ -13,6 +14,8 @@
 use redis_protocol::resp2::decode::decode_range;
 use redis_protocol::resp2::types::RangeFrame;
 
+use super::scan::{self, Args};
+
 /// Largest frame (one command) the listener reads.
 pub const MAX_FRAME: usize = sluice_api::MAX_BODY_BYTES;
 
@@ -23,7 +26,7 @@ pub const MAX_ARRAY_HEADERS: usize = 8;
 #[derive(Debug, PartialEq, Eq)]
 pub enum Next<'a> {
     /// A command's arguments (its name first) and the bytes its frame took.
-    Command { args: Vec<&'a [u8]>, len: usize },
+    Command { args: Args<'a>, len: usize },
     /// A frame that is no command (an empty or null array), skipped as Redis does.
     Skip(usize),
     /// The frame is not complete yet: read more.
@@ -60,6 +63,30 @@ pub fn next(buf: &[u8]) -> Next<'_> {
         Some(&first) if first != b'*' => return Next::Invalid(ProtocolError::NotAnArray),
         Some(_) => {}
     }
+    match scan::flat(buf) {
+        Some((args, len)) if len <= MAX_FRAME && within_window(&buf[..len]) => {
+            Next::Command { args, len }
+        }
+        _ => by_codec(buf),
+    }
+}
+
+/// Whether the codec's window would hold `frame` whole: at most [`MAX_ARRAY_HEADERS`] array
+/// headers in it, counting its first byte and every `*` after a `\n` (see the module docs).
+/// A frame with that few `*` at all (every command but those whose arguments hold them) is not
+/// looked at further.
+fn within_window(frame: &[u8]) -> bool {
+    // The first byte is one header; fewer than MAX_ARRAY_HEADERS others fit beside it.
+    let rest = frame.get(1..).unwrap_or_default();
+    memchr::memchr_iter(b'*', rest)
+        .take(MAX_ARRAY_HEADERS)
+        .count()
+        < MAX_ARRAY_HEADERS
+        || frame.windows(2).filter(|pair| pair == b"\n*").count() < MAX_ARRAY_HEADERS
+}
+
+/// Decodes the frame at the front of `buf`, which starts with `*`, through the codec.
+pub(super) fn by_codec(buf: &[u8]) -> Next<'_> {
     let (window, cut) = window(buf);
     let (frame, len) = match decode_range(window) {
         Ok(Some(decoded)) => decoded,
@@ -89,7 +116,10 @@ pub fn next(buf: &[u8]) -> Next<'_> {
             _ => return Next::Invalid(ProtocolError::NotABulkString),
         }
     }
-    Next::Command { args, len }
+    Next::Command {
+        args: Args::Heap(args),
+        len,
+    }
 }
 
 /// The front of `buf` holding at most [`MAX_ARRAY_HEADERS`] array headers, and whether it
@@ -120,7 +150,7 @@ mod tests {
 
     fn command(buf: &[u8]) -> (Vec<&[u8]>, usize) {
         match next(buf) {
-            Next::Command { args, len } => (args, len),
+            Next::Command { args, len } => (args.to_vec(), len),
             other => panic!("{other:?}"),
         }
     }
@@ -176,6 +206,16 @@ mod tests {
         // A pipeline of flat commands is not nesting, however long.
         let pipeline = b"*1\r\n$4\r\nPING\r\n".repeat(1000);
         assert_eq!(command(&pipeline).1, 14);
+    }
+
+    #[test]
+    fn a_frame_the_codecs_window_would_cut_is_refused_whatever_reads_it() {
+        let payload = "\n*".repeat(MAX_ARRAY_HEADERS - 1);
+        let under = format!("*1\r\n${}\r\n{payload}\r\n", payload.len());
+        assert_eq!(command(under.as_bytes()).1, under.len());
+        let payload = "\n*".repeat(MAX_ARRAY_HEADERS);
+        let over = format!("*1\r\n${}\r\n{payload}\r\n", payload.len());
+        assert_eq!(next(over.as_bytes()), Next::Invalid(ProtocolError::Nested));
     }
 
     #[test]

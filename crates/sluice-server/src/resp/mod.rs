@@ -11,7 +11,8 @@
 //! - [`command`]: a frame's arguments read into a typed [`command::Command`];
 //!   [`error`]: the error lines of refused commands.
 //! - [`answer`]: commands answered (checks through the limiter), replies in order;
-//!   [`reply`]: RESP2 replies encoded into the output buffer.
+//!   [`reply`]: RESP2 replies written into the output buffer.
+//! - [`scan`]: the common command frame read in one pass, without the codec.
 //! - [`throttle`]: redis-cell's `CL.THROTTLE` on sluice-core's GCRA.
 //! - [`connection`]: one connection's read-answer-write loop and its deadlines.
 
@@ -21,6 +22,7 @@ pub mod connection;
 pub(crate) mod error;
 pub(crate) mod frame;
 pub(crate) mod reply;
+pub(crate) mod scan;
 pub(crate) mod throttle;
 
 #[cfg(test)]

@@ -1,7 +1,8 @@
 //! Properties of reading and answering whatever a client sends: a pipeline of valid commands
 //! cut anywhere yields exactly the commands it holds whole and waits for the rest; arbitrary
 //! and mutated bytes never panic the reader, the command parser or the answers, and a reply
-//! is always whole RESP.
+//! is always whole RESP; every frame is read alike with the one-pass scan and by the codec
+//! alone.
 
 use std::sync::Arc;
 
@@ -10,7 +11,7 @@ use proptest::prelude::*;
 
 use super::answer::{Session, answer_all};
 use super::connection::frames;
-use super::frame::MAX_ARRAY_HEADERS;
+use super::frame::{self, MAX_ARRAY_HEADERS};
 use crate::clock::ManualClock;
 use crate::service::app::App;
 use crate::service::stores::Stores;
@@ -171,5 +172,24 @@ proptest! {
             replies += 1;
         }
         prop_assert_eq!(replies, read.commands.len());
+    }
+
+    #[test]
+    fn what_the_scan_reads_the_codec_reads_alike(
+        commands in prop::collection::vec(command(), 1..4),
+        at in any::<prop::sample::Index>(),
+        byte in any::<u8>(),
+        mutate in any::<bool>(),
+        cut in any::<prop::sample::Index>(),
+    ) {
+        let mut buf: Vec<u8> = commands.iter().map(|c| encode(c)).collect::<Vec<_>>().concat();
+        if mutate {
+            let i = at.index(buf.len());
+            buf[i] = byte;
+        }
+        let buf = &buf[..cut.index(buf.len() + 1)];
+        if buf.first() == Some(&b'*') {
+            prop_assert_eq!(frame::next(buf), frame::by_codec(buf));
+        }
     }
 }

@@ -1,7 +1,10 @@
-//! Replies onto the wire: RESP2 frames encoded by the `redis-protocol` crate at the end of the
-//! connection's output buffer, so that every reply of a pipeline leaves in one write. RESP3
-//! writes every reply sluiced gives the same way but two, the null and `HELLO`'s map, whose
-//! RESP3 forms ([`null`], [`map`]) are one fixed header each.
+//! Replies onto the wire: RESP2 replies written in place at the end of the connection's
+//! output buffer, so that every reply of a pipeline leaves in one write. The replies of a
+//! check (integers, arrays of them, lines, bulk strings) are written byte by byte, with no
+//! frame built first: they are most of what the listener writes. `HELLO`'s nested reply goes
+//! through the `redis-protocol` crate's encoder ([`frame`]). RESP3 writes every reply sluiced
+//! gives the same way but two, the null and `HELLO`'s map, whose RESP3 forms ([`null`],
+//! [`map`]) are one fixed header each.
 //!
 //! Error lines quote what a client sent (a command or policy name); [`shown`] makes such text
 //! safe in a one-line error: control characters cannot end the line early and inject a reply.
@@ -24,8 +27,29 @@ pub fn frame(out: &mut BytesMut, frame: &BorrowedFrame<'_>) {
     }
 }
 
+/// `prefix`, the decimal `value`, CRLF: an integer reply, or the header of an array or a
+/// bulk string.
+fn line_of(out: &mut BytesMut, prefix: u8, value: impl itoa::Integer) {
+    out.extend_from_slice(&[prefix]);
+    out.extend_from_slice(itoa::Buffer::new().format(value).as_bytes());
+    out.extend_from_slice(b"\r\n");
+}
+
+/// A line reply, `+text` or `-text`: `text` holds no CR or LF (the callers' are constants, or
+/// flattened by [`error`]).
+fn line(out: &mut BytesMut, prefix: u8, text: &str) {
+    out.extend_from_slice(&[prefix]);
+    out.extend_from_slice(text.as_bytes());
+    out.extend_from_slice(b"\r\n");
+}
+
+/// The header of an array of `len` replies, which the caller writes next.
+pub fn array_header(out: &mut BytesMut, len: usize) {
+    line_of(out, b'*', len);
+}
+
 pub fn simple(out: &mut BytesMut, text: &str) {
-    frame(out, &BorrowedFrame::SimpleString(text.as_bytes()));
+    line(out, b'+', text);
 }
 
 pub fn ok(out: &mut BytesMut) {
@@ -33,16 +57,14 @@ pub fn ok(out: &mut BytesMut) {
 }
 
 pub fn bulk(out: &mut BytesMut, bytes: &[u8]) {
-    frame(out, &BorrowedFrame::BulkString(bytes));
+    line_of(out, b'$', bytes.len());
+    out.extend_from_slice(bytes);
+    out.extend_from_slice(b"\r\n");
 }
 
 /// The null reply: `$-1` on RESP2, `_` on RESP3.
 pub fn null(out: &mut BytesMut, resp3: bool) {
-    if resp3 {
-        out.extend_from_slice(b"_\r\n");
-    } else {
-        frame(out, &BorrowedFrame::Null);
-    }
+    out.extend_from_slice(if resp3 { b"_\r\n" } else { b"$-1\r\n" });
 }
 
 /// A RESP3 map of `fields` (key, value, key, value, ...): its header, then the frames.
@@ -56,26 +78,51 @@ pub fn map(out: &mut BytesMut, fields: &[BorrowedFrame<'_>]) {
 }
 
 pub fn integer(out: &mut BytesMut, value: i64) {
-    frame(out, &BorrowedFrame::Integer(value));
+    line_of(out, b':', value);
 }
 
 pub fn empty_array(out: &mut BytesMut) {
-    frame(out, &BorrowedFrame::Array(&[]));
+    array_header(out, 0);
 }
 
-/// An array of integers, as `SLUICE.CHECK` and `CL.THROTTLE` answer.
-pub fn integers<const N: usize>(out: &mut BytesMut, values: [i64; N]) {
-    let frames = values.map(BorrowedFrame::Integer);
-    frame(out, &BorrowedFrame::Array(&frames));
+/// Longest reply [`integers`] writes at once: the header of an array of 9, and 9 integers of
+/// 20 digits and a sign.
+const INTEGERS_AT_ONCE: usize = 4 + 9 * 24;
+
+/// An array of integers, as `SLUICE.CHECK` and `CL.THROTTLE` answer: written on the stack,
+/// then into `out` in one copy.
+pub fn integers(out: &mut BytesMut, values: &[i64]) {
+    if values.len() > 9 {
+        array_header(out, values.len());
+        for &value in values {
+            integer(out, value);
+        }
+        return;
+    }
+    let mut reply = [0u8; INTEGERS_AT_ONCE];
+    let mut at = 0;
+    let mut put = |bytes: &[u8]| {
+        reply[at..at + bytes.len()].copy_from_slice(bytes);
+        at += bytes.len();
+    };
+    let mut digits = itoa::Buffer::new();
+    put(b"*");
+    put(digits.format(values.len()).as_bytes());
+    put(b"\r\n");
+    for &value in values {
+        put(b":");
+        put(digits.format(value).as_bytes());
+        put(b"\r\n");
+    }
+    out.extend_from_slice(&reply[..at]);
 }
 
 /// An error reply: `line` starts with its code (`ERR`, `UNAVAILABLE`, ...), one line.
-pub fn error(out: &mut BytesMut, line: &str) {
-    if line.contains(['\r', '\n']) {
-        let flat = line.replace(['\r', '\n'], " ");
-        frame(out, &BorrowedFrame::Error(&flat));
+pub fn error(out: &mut BytesMut, text_line: &str) {
+    if text_line.contains(['\r', '\n']) {
+        line(out, b'-', &text_line.replace(['\r', '\n'], " "));
     } else {
-        frame(out, &BorrowedFrame::Error(line));
+        line(out, b'-', text_line);
     }
 }
 
@@ -111,7 +158,7 @@ mod tests {
     fn replies_are_resp2_frames() {
         let mut out = BytesMut::new();
         ok(&mut out);
-        integers(&mut out, [1, -1, 0]);
+        integers(&mut out, &[1, -1, 0]);
         bulk(&mut out, b"hi");
         null(&mut out, false);
         null(&mut out, true);
@@ -120,11 +167,50 @@ mod tests {
             &[BorrowedFrame::BulkString(b"k"), BorrowedFrame::Integer(1)],
         );
         error(&mut out, "ERR bad\r\n+OK");
+        empty_array(&mut out);
+        integer(&mut out, i64::MIN);
+        simple(&mut out, "PONG");
+        bulk(&mut out, b"");
         assert_eq!(
             &out[..],
             b"+OK\r\n*3\r\n:1\r\n:-1\r\n:0\r\n$2\r\nhi\r\n$-1\r\n_\r\n%1\r\n$1\r\nk\r\n:1\r\n\
-              -ERR bad  +OK\r\n"
+              -ERR bad  +OK\r\n*0\r\n:-9223372036854775808\r\n+PONG\r\n$0\r\n\r\n"
         );
+    }
+
+    /// A reply written into a buffer.
+    type Write = fn(&mut BytesMut);
+
+    /// What is written in place is what the `redis-protocol` crate encodes.
+    #[test]
+    fn replies_written_in_place_are_the_codecs_frames() {
+        let cases: [(Write, BorrowedFrame<'_>); 7] = [
+            (|o| integer(o, -42), BorrowedFrame::Integer(-42)),
+            (|o| integer(o, i64::MAX), BorrowedFrame::Integer(i64::MAX)),
+            (|o| simple(o, "OK"), BorrowedFrame::SimpleString(b"OK")),
+            (|o| bulk(o, b"a\r\nb"), BorrowedFrame::BulkString(b"a\r\nb")),
+            (|o| null(o, false), BorrowedFrame::Null),
+            (|o| error(o, "ERR x"), BorrowedFrame::Error("ERR x")),
+            (|o| empty_array(o), BorrowedFrame::Array(&[])),
+        ];
+        for (write, expected) in cases {
+            let (mut ours, mut codecs) = (BytesMut::new(), BytesMut::new());
+            write(&mut ours);
+            frame(&mut codecs, &expected);
+            assert_eq!(ours, codecs, "{expected:?}");
+        }
+        // On the stack (up to 9), and one by one.
+        for values in [
+            &[0, 1, -1, 1_800_000_000, i64::MIN][..],
+            &[i64::MIN; 9],
+            &[7; 10],
+        ] {
+            let (mut ours, mut codecs) = (BytesMut::new(), BytesMut::new());
+            integers(&mut ours, values);
+            let frames: Vec<_> = values.iter().map(|&v| BorrowedFrame::Integer(v)).collect();
+            frame(&mut codecs, &BorrowedFrame::Array(&frames));
+            assert_eq!(ours, codecs);
+        }
     }
 
     #[test]

@@ -102,7 +102,10 @@ pub async fn serve_http<S>(
         activity: activity.clone(),
         lingering,
     };
-    let builder = auto::Builder::new(TokioExecutor::new());
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    // Answers to pipelined requests go out together: one write (over TLS, one record) for
+    // the requests read at once, not one per answer.
+    builder.http1().pipeline_flush(true);
     let connection = builder.serve_connection_with_upgrades(TokioIo::new(watched), service);
     tokio::pin!(connection);
     let deadline = tokio::time::sleep(limits.header_timeout);

@@ -111,15 +111,20 @@ pub(crate) fn set_headers(headers: &mut HeaderMap, verdict: &Verdict) {
 /// The headers only some answers carry: `Retry-After` of a denial, and the degraded and
 /// shadow marks.
 pub(crate) fn set_rare_headers(headers: &mut HeaderMap, verdict: &Verdict) {
-    if let Some(retry) = verdict.decision.retry_after_secs() {
-        headers.insert(RETRY_AFTER, HeaderValue::from(retry));
+    for (name, value) in rare_headers(verdict) {
+        headers.insert(name, value);
     }
-    if verdict.degraded {
-        headers.insert(X_DEGRADED, ONE);
-    }
-    if verdict.shadow {
-        headers.insert(X_SHADOW, ONE);
-    }
+}
+
+/// The headers of [`set_rare_headers`], in the order it sets them.
+pub(crate) fn rare_headers(verdict: &Verdict) -> impl Iterator<Item = (HeaderName, HeaderValue)> {
+    let retry = verdict
+        .decision
+        .retry_after_secs()
+        .map(|retry| (RETRY_AFTER, HeaderValue::from(retry)));
+    let degraded = verdict.degraded.then_some((X_DEGRADED, ONE));
+    let shadow = verdict.shadow.then_some((X_SHADOW, ONE));
+    retry.into_iter().chain(degraded).chain(shadow)
 }
 
 /// Where the text of `X-RateLimit-Remaining`, `X-RateLimit-Reset` and `RateLimit` sit in
@@ -162,6 +167,16 @@ impl HeaderTexts {
             reset,
             ratelimit,
         }
+    }
+
+    /// The three texts in `buf` (what [`write`](Self::write) appended to):
+    /// `X-RateLimit-Remaining`, `X-RateLimit-Reset` and `RateLimit`.
+    pub(crate) fn texts<'b>(&self, buf: &'b [u8]) -> [&'b [u8]; 3] {
+        [
+            &buf[self.remaining.clone()],
+            &buf[self.reset.clone()],
+            &buf[self.ratelimit.clone()],
+        ]
     }
 
     pub(crate) fn remaining(&self, shared: &Bytes) -> HeaderValue {

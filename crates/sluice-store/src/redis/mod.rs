@@ -25,6 +25,7 @@ pub mod keys;
 pub(crate) mod lanes;
 mod masters;
 pub(crate) mod overrides;
+pub(crate) mod plain_probe;
 mod redirect;
 pub mod replicated;
 pub(crate) mod runner;

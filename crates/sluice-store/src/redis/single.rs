@@ -7,12 +7,15 @@
 //! batch is atomic in one call). A script missing from the server (restart, `SCRIPT FLUSH`)
 //! is loaded on NOSCRIPT and the call sent again, once.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use ::redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use ::redis::{ErrorKind, FromRedisValue, RedisError, ServerErrorKind, ToRedisArgs};
 use async_trait::async_trait;
 
+use super::plain_probe::PlainProbe;
 use super::runner::{GroupCall, ScriptCall, ScriptRunner};
 use super::script_store::ScriptStore;
 use super::scripts::Script;
@@ -30,6 +33,11 @@ pub struct Single {
     /// The server's address (redacted) and whether TLS is on, for errors naming them.
     address: String,
     tls: bool,
+    /// Over TLS: tells a plain port from a slow server when a call waits (see
+    /// [`plain_probe`](super::plain_probe)).
+    probe: Option<Arc<PlainProbe>>,
+    /// The last call failed (or none ran yet): the next races the probe.
+    suspect: AtomicBool,
 }
 
 impl std::fmt::Debug for Single {
@@ -61,6 +69,7 @@ impl RedisStore {
             .map_err(invalid)?;
         let tcp = ::redis::io::tcp::TcpSettings::default().set_nodelay(config.tcp_nodelay);
         let info = info.set_tcp_settings(tcp);
+        let probe = PlainProbe::of(&info, config.timeout, config.connect_timeout);
         let tls = config.effective_tls();
         let client = open_client(info, tls.as_ref()).map_err(|e| match e {
             ClientError::Tls(e) => ConfigError::from(e),
@@ -72,7 +81,7 @@ impl RedisStore {
         )
         .map_err(|e| ConfigError::Client(e.to_string()))?;
         Ok(ScriptStore::with_client(
-            Single::over(manager, redact_url(&config.url), tls.is_some()),
+            Single::over(manager, redact_url(&config.url), tls.is_some(), probe),
             config.prefix,
             config.timeout,
             config.ttl_grace,
@@ -148,12 +157,19 @@ pub(crate) fn map_error_at(e: &RedisError, at: Option<(&str, bool)>) -> StoreErr
 
 impl Single {
     /// The client over `manager`, a connection to `address` (redacted; `tls`: whether TLS is
-    /// on), for errors naming it.
-    pub(crate) fn over(manager: ConnectionManager, address: String, tls: bool) -> Single {
+    /// on), for errors naming it; `probe`: [`PlainProbe::of`] its address.
+    pub(crate) fn over(
+        manager: ConnectionManager,
+        address: String,
+        tls: bool,
+        probe: Option<Arc<PlainProbe>>,
+    ) -> Single {
         Single {
             manager,
             address,
             tls,
+            probe,
+            suspect: AtomicBool::new(true),
         }
     }
 
@@ -164,9 +180,37 @@ impl Single {
         keys: &[K],
         args: &[A],
     ) -> Result<T, StoreError> {
-        self.query(script, keys, args)
-            .await
-            .map_err(|e| self.map_error(&e))
+        self.or_plain_port(async {
+            self.query(script, keys, args)
+                .await
+                .map_err(|e| self.map_error(&e))
+        })
+        .await
+    }
+
+    /// `call`; over TLS, after a failed call, raced by the probe: a port that turns out to
+    /// speak plain RESP ends it with the message that says so (the handshake would otherwise
+    /// hang to a bare timeout).
+    async fn or_plain_port<T>(
+        &self,
+        call: impl Future<Output = Result<T, StoreError>>,
+    ) -> Result<T, StoreError> {
+        let answer = match &self.probe {
+            Some(probe) if self.suspect.load(Ordering::Relaxed) => {
+                tokio::select! {
+                    biased;
+                    answer = call => answer,
+                    () = probe.plain_port() => {
+                        Err(StoreError::Unavailable(crate::tls::not_tls(&self.address)))
+                    }
+                }
+            }
+            _ => call.await,
+        };
+        if self.probe.is_some() && answer.is_err() != self.suspect.load(Ordering::Relaxed) {
+            self.suspect.store(answer.is_err(), Ordering::Relaxed);
+        }
+        answer
     }
 
     /// EVALSHA of `script`; on NOSCRIPT (a restarted server, `SCRIPT FLUSH`) SCRIPT LOAD and
@@ -238,7 +282,8 @@ impl OneServer for Single {
     }
 
     async fn pong(&self) -> Result<String, StoreError> {
-        self.query_ping().await.map_err(|e| self.map_error(&e))
+        self.or_plain_port(async { self.query_ping().await.map_err(|e| self.map_error(&e)) })
+            .await
     }
 }
 

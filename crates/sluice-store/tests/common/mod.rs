@@ -105,11 +105,24 @@ pub async fn cluster_store_with(
     timeout: Duration,
     ttl_grace: Duration,
 ) -> ClusterStore {
+    cluster_store_over(cluster, None, prefix, timeout, ttl_grace).await
+}
+
+/// A store on `cluster`, connected; over TLS with the client certificate of `certs` when given
+/// (a cluster started TLS only).
+pub async fn cluster_store_over(
+    cluster: &RedisCluster,
+    certs: Option<&Certs>,
+    prefix: &str,
+    timeout: Duration,
+    ttl_grace: Duration,
+) -> ClusterStore {
     let store = ClusterStore::new(ClusterStoreConfig {
         nodes: cluster.urls(),
         prefix: prefix.into(),
         timeout,
         ttl_grace,
+        tls: certs.map(client_tls),
         ..ClusterStoreConfig::default()
     })
     .unwrap();

@@ -25,7 +25,7 @@ mod verdict;
 
 use arc_swap::ArcSwap;
 use sluice_core::{CheckError, Decision};
-use sluice_store::{Check, Store, StoreError, StoreExt};
+use sluice_store::{Check, Store, StoreError, StoreExt, StoreKind};
 use tracing::Span;
 
 use crate::events::{DeniedKeysRatio, ReplicationPending};
@@ -351,6 +351,15 @@ impl Limiter {
         if !same {
             self.local.denied.clear();
         }
+    }
+
+    /// Whether every check is decided without a wait: on the memory store, with no region
+    /// stores (whose calls wait on the network). A caller holding many checks then decides
+    /// them one after the other, as fast as at once and without a future for each.
+    pub fn never_waits(&self) -> bool {
+        self.store.kind() == StoreKind::Memory
+            && self.region.global.is_none()
+            && self.region.replicated.is_none()
     }
 
     /// Whether the backend answers, within the timeout.

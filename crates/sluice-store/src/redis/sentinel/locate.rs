@@ -21,6 +21,7 @@ use sluice_config::backend::{
 };
 
 use super::events::host_port;
+use crate::redis::plain_probe::PlainProbe;
 use crate::redis::single::{ClientError, Single, manager_config, open_client};
 
 /// One sentinel: its address (redacted) and a connection that reconnects by itself.
@@ -227,13 +228,14 @@ impl Locator {
             .as_str()
             .into_connection_info()
             .map_err(|e| format!("is not an address: {e}"))?;
+        let probe = PlainProbe::of(&info, self.timeout, self.connect_timeout);
         let info = info.set_redis_settings(self.credentials.clone());
         let client = open_client(info, self.tls.as_ref()).map_err(|e| match e {
             ClientError::Tls(e) => e.to_string(),
             ClientError::Redis(e) => e.to_string(),
         })?;
         let settings = manager_config(self.timeout, self.connect_timeout, self.max_in_flight);
-        let single = |manager| Single::over(manager, at.to_owned(), self.tls.is_some());
+        let single = |manager| Single::over(manager, at.to_owned(), self.tls.is_some(), probe);
         let manager = match tokio::time::timeout(
             self.connect_timeout,
             ConnectionManager::new_with_config(client, settings),
