@@ -266,9 +266,17 @@ mod tests {
     #[test]
     fn a_level_refuses_a_key_and_value_twice_wildcards_included() {
         let mut level = Level::default();
-        for (key, value) in [("path", ""), ("path", "/a"), ("path", "/b*"), ("user", "/a")] {
+        for (key, value) in [
+            ("path", ""),
+            ("path", "/a"),
+            ("path", "/b*"),
+            ("user", "/a"),
+        ] {
             assert!(level.insert(key, value, Node::default()), "{key} {value}");
-            assert!(!level.insert(key, value, Node::default()), "{key} {value} twice");
+            assert!(
+                !level.insert(key, value, Node::default()),
+                "{key} {value} twice"
+            );
         }
         let picked = |value| level.pick("path", value).map(|(_, pattern)| pattern);
         assert_eq!(picked("/a"), Some(None));
