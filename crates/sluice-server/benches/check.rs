@@ -71,15 +71,7 @@ fn check(c: &mut Criterion) {
             b.iter_custom(|iters| {
                 threads::on_threads(threads, iters, |t, n| {
                     let i = threads::key_index(t, n, KEYS);
-                    let input = CheckInput {
-                        policy: "bench",
-                        key: &keys[i],
-                        cost: None,
-                        tier: None,
-                        endpoint: None,
-                        mode: sluice_core::Mode::Consume,
-                        detail: None,
-                    };
+                    let input = CheckInput::new("bench", &keys[i]);
                     black_box(ready(app.limiter.check(&input, T0)).unwrap());
                 })
             });

@@ -34,6 +34,11 @@ pub(super) fn limit_error(err: LimitError) -> Status {
     }
 }
 
+/// The code of an answer (a descriptor's, or the whole request's) that `allowed` or not.
+pub(super) fn code_of(allowed: bool) -> i32 {
+    if allowed { Code::Ok } else { Code::OverLimit }.into()
+}
+
 /// The response to decided descriptors: the headers of the most restrictive verdict (the
 /// longest wait of a denial, else the least remaining), and on a denial sluiced's problem
 /// document as the body.
@@ -55,7 +60,7 @@ pub(super) fn response(statuses: Vec<DescriptorStatus>, verdicts: &[Verdict]) ->
         }
     }
     RateLimitResponse {
-        overall_code: if allowed { Code::Ok } else { Code::OverLimit }.into(),
+        overall_code: code_of(allowed),
         statuses,
         response_headers_to_add: headers,
         raw_body,

@@ -41,7 +41,7 @@ use tokio_stream::wrappers::UnixListenerStream;
 use tonic::{Request, Response, Status};
 
 use super::generated::envoy::service::ratelimit::v3 as pb;
-use super::reply::{limit_error, response};
+use super::reply::{code_of, limit_error, response};
 use super::tls::tls_incoming;
 use crate::server::tls::ListenerTls;
 use crate::service::app::App;
@@ -333,12 +333,7 @@ fn status_of(verdict: &Verdict) -> DescriptorStatus {
     let d = &verdict.decision;
     let until_reset_ms = d.reset_ms.saturating_sub(verdict.now_ms);
     DescriptorStatus {
-        code: if verdict.allowed {
-            Code::Ok
-        } else {
-            Code::OverLimit
-        }
-        .into(),
+        code: code_of(verdict.allowed),
         current_limit: Some(RateLimit {
             name: verdict
                 .limit

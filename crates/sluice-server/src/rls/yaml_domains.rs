@@ -22,7 +22,7 @@ use tonic::Status;
 
 use super::generated::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
 use super::generated::envoy::service::ratelimit::v3 as pb;
-use super::reply::{limit_error, response};
+use super::reply::{code_of, limit_error, response};
 use crate::metrics::detailed::{Detail, DetailKey};
 use crate::service::app::App;
 use crate::service::limiter::{CheckInput, Verdict};
@@ -208,12 +208,7 @@ fn status_of(limit: &Limit, verdict: &Verdict) -> DescriptorStatus {
     let window = verdict.limit.params.window_ms.max(1);
     let until_reset_ms = window - verdict.now_ms % window;
     DescriptorStatus {
-        code: if verdict.allowed {
-            Code::Ok
-        } else {
-            Code::OverLimit
-        }
-        .into(),
+        code: code_of(verdict.allowed),
         current_limit: Some(RateLimit {
             name: limit.name.clone(),
             requests_per_unit: limit.requests_per_unit,

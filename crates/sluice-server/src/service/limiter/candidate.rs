@@ -102,15 +102,7 @@ mod tests {
     }
 
     fn input(policy: &str) -> CheckInput<'_> {
-        CheckInput {
-            policy,
-            key: "k",
-            cost: None,
-            tier: None,
-            endpoint: None,
-            mode: sluice_core::Mode::Consume,
-            detail: None,
-        }
+        CheckInput::new(policy, "k")
     }
 
     fn series(l: &Limiter, outcome: &str) -> String {

@@ -287,15 +287,7 @@ mod tests {
             Arc::new(Metrics::new()),
             Duration::from_millis(10),
         );
-        let input = CheckInput {
-            policy: "p",
-            key: "k",
-            cost: None,
-            tier: None,
-            endpoint: None,
-            mode: sluice_core::Mode::Consume,
-            detail: None,
-        };
+        let input = CheckInput::new("p", "k");
         for _ in 0..3 {
             limiter.check(&input, 1_000).await.unwrap();
         }

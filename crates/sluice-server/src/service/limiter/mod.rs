@@ -92,6 +92,19 @@ pub struct CheckInput<'a> {
 }
 
 impl<'a> CheckInput<'a> {
+    /// An ordinary check of `key` under `policy`: cost 1, no tier or endpoint.
+    pub fn new(policy: &'a str, key: &'a str) -> Self {
+        CheckInput {
+            policy,
+            key,
+            cost: None,
+            tier: None,
+            endpoint: None,
+            mode: sluice_core::Mode::Consume,
+            detail: None,
+        }
+    }
+
     /// `cost` for `key` under `policy` in `mode`, naming no tier or endpoint: a descriptor
     /// of Envoy's rate-limit service.
     pub fn descriptor(policy: &'a str, key: &'a str, cost: u64, mode: sluice_core::Mode) -> Self {
