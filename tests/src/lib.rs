@@ -15,6 +15,16 @@ pub mod region;
 
 pub use sluice_server::testing::{Daemon, T0};
 
+/// The `/metrics` text of `d`, asked over its Unix socket.
+pub async fn metrics_text(d: &Daemon) -> String {
+    let raw = d
+        .unix()
+        .send(http::Method::GET, "/metrics", &[], "")
+        .await
+        .unwrap();
+    String::from_utf8(raw.body.to_vec()).unwrap()
+}
+
 /// Policies the tests use; each test picks its own keys so tests never share state.
 pub const TEST_CONFIG: &str = r#"
 [policies.fw]

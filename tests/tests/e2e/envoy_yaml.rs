@@ -418,12 +418,7 @@ async fn shared_counters_replaces_and_hits(
 
     // Metrics: the policy label is <domain>.<key path>, or the limit's name; shadow
     // rejections counted.
-    let metrics = d
-        .unix()
-        .send(http::Method::GET, "/metrics", &[], "")
-        .await
-        .unwrap();
-    let text = String::from_utf8_lossy(&metrics.body);
+    let text = sluice_tests::metrics_text(d).await;
     let has = |needle: &[&str]| text.lines().any(|l| needle.iter().all(|n| l.contains(n)));
     assert!(
         has(&[
@@ -478,12 +473,7 @@ async fn detailed_metric_labels_the_first_hundred_values_then_other() {
     let plain = request("features", vec![descriptor(&[("month", "m")], None)]);
     ask(&mut client, plain).await;
 
-    let metrics = d
-        .unix()
-        .send(http::Method::GET, "/metrics", &[], "")
-        .await
-        .unwrap();
-    let text = String::from_utf8_lossy(&metrics.body);
+    let text = sluice_tests::metrics_text(&d).await;
     // (status, policy label) → value of every rate_limit_requests_total series.
     let series: Vec<(String, String, f64)> = text
         .lines()

@@ -158,12 +158,7 @@ async fn shadow_mode_never_denies_but_counts() {
         assert_eq!(header(&out.headers, "x-ratelimit-shadow"), "1");
         assert!(out.headers.get("retry-after").is_none());
     }
-    let metrics = d
-        .unix()
-        .send(http::Method::GET, "/metrics", &[], "")
-        .await
-        .unwrap();
-    let text = String::from_utf8(metrics.body.to_vec()).unwrap();
+    let text = sluice_tests::metrics_text(&d).await;
     assert!(
         text.contains(r#"rate_limit_shadow_rejections_total{policy="shadowed"} 2"#),
         "{text}"

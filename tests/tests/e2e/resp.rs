@@ -88,13 +88,8 @@ fn frame(args: &[&str]) -> String {
 
 /// `rate_limit_requests_total` of `policy` with `status`, from `/metrics`.
 async fn requests(d: &Daemon, policy: &str, status: &str) -> u64 {
-    let raw = d
-        .unix()
-        .send(http::Method::GET, "/metrics", &[], "")
+    sluice_tests::metrics_text(d)
         .await
-        .unwrap();
-    std::str::from_utf8(&raw.body)
-        .unwrap()
         .lines()
         .filter(|l| {
             l.starts_with("rate_limit_requests_total{")
@@ -495,12 +490,7 @@ async fn a_dead_redis_fails_open_degraded_or_closed_unavailable() {
             "{args:?}"
         );
     }
-    let raw = d
-        .unix()
-        .send(http::Method::GET, "/metrics", &[], "")
-        .await
-        .unwrap();
-    let text = String::from_utf8(raw.body.to_vec()).unwrap();
+    let text = sluice_tests::metrics_text(&d).await;
     assert!(
         text.contains(r#"rate_limit_fail_open_total{policy="open",reason="unavailable"} 1"#),
         "{text}"

@@ -107,12 +107,7 @@ async fn a_descriptor_is_limited_by_its_policy_with_statuses_headers_and_metrics
     .await;
     assert_eq!(other.statuses[0].limit_remaining, 4);
     // RLS decisions are counted like every other check.
-    let metrics = d
-        .unix()
-        .send(http::Method::GET, "/metrics", &[], "")
-        .await
-        .unwrap();
-    let text = String::from_utf8_lossy(&metrics.body);
+    let text = sluice_tests::metrics_text(&d).await;
     assert!(
         text.lines()
             .any(|l| l.starts_with("rate_limit_requests_total")
