@@ -472,6 +472,16 @@ async fn detailed_metric_labels_the_first_hundred_values_then_other() {
     }
     let plain = request("features", vec![descriptor(&[("month", "m")], None)]);
     ask(&mut client, plain).await;
+    // A shadow limit with the flag: over its limit, answered OK, the shadow rejection
+    // counted under the value's label.
+    for _ in 0..2 {
+        let shadow = request(
+            "features",
+            vec![descriptor(&[("shadow_detailed", "s")], None)],
+        );
+        let code = ask(&mut client, shadow).await.overall_code;
+        assert_eq!(code, i32::from(Code::Ok));
+    }
 
     let text = sluice_tests::metrics_text(&d).await;
     // (status, policy label) → value of every rate_limit_requests_total series.
@@ -523,6 +533,13 @@ async fn detailed_metric_labels_the_first_hundred_values_then_other() {
     assert_eq!(
         count("rejected", "features.detailed.other"),
         Some(1.0),
+        "{text}"
+    );
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("rate_limit_shadow_rejections_total{")
+                && l.contains("policy=\"features.shadow_detailed_s\"")
+                && l.ends_with(" 1")),
         "{text}"
     );
     // Without the flag: the plain label only.

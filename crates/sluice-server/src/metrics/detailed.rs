@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use prometheus_client::metrics::counter::Counter;
 
-use super::{Metrics, PolicyLabels, RequestLabels};
+use super::{Metrics, RequestLabels};
 
 /// Most distinct labels a limit's detailed series carry; the rest are `<policy>.other`.
 pub const MAX_VALUES: usize = 100;
@@ -66,7 +66,6 @@ pub struct DetailedSeries {
     label: Arc<str>,
     /// `rate_limit_requests_total` by `allowed`.
     requests: [OnceLock<Counter>; 2],
-    shadow: OnceLock<Counter>,
 }
 
 impl DetailedSeries {
@@ -74,7 +73,6 @@ impl DetailedSeries {
         DetailedSeries {
             label,
             requests: [OnceLock::new(), OnceLock::new()],
-            shadow: OnceLock::new(),
         }
     }
 
@@ -93,20 +91,6 @@ impl DetailedSeries {
     ) {
         self.requests[usize::from(allowed)]
             .get_or_init(|| metrics.requests.get_or_create(&labels()).clone())
-            .inc();
-    }
-
-    /// Counts a check its shadow limit would have denied.
-    pub fn shadow_rejected(&self, metrics: &Metrics) {
-        self.shadow
-            .get_or_init(|| {
-                metrics
-                    .shadow_rejections
-                    .get_or_create(&PolicyLabels {
-                        policy: self.label.clone(),
-                    })
-                    .clone()
-            })
             .inc();
     }
 }

@@ -71,18 +71,9 @@ pub fn next(buf: &[u8]) -> Next<'_> {
     }
 }
 
-/// Whether the codec's window would hold `frame` whole: at most [`MAX_ARRAY_HEADERS`] array
-/// headers in it, counting its first byte and every `*` after a `\n` (see the module docs).
-/// A frame with that few `*` at all (every command but those whose arguments hold them) is not
-/// looked at further.
+/// Whether the codec's window would hold `frame` whole (see [`window`]).
 fn within_window(frame: &[u8]) -> bool {
-    // The first byte is one header; fewer than MAX_ARRAY_HEADERS others fit beside it.
-    let rest = frame.get(1..).unwrap_or_default();
-    memchr::memchr_iter(b'*', rest)
-        .take(MAX_ARRAY_HEADERS)
-        .count()
-        < MAX_ARRAY_HEADERS
-        || frame.windows(2).filter(|pair| pair == b"\n*").count() < MAX_ARRAY_HEADERS
+    !window(frame).1
 }
 
 /// Decodes the frame at the front of `buf`, which starts with `*`, through the codec.
@@ -125,21 +116,16 @@ pub(super) fn by_codec(buf: &[u8]) -> Next<'_> {
 /// The front of `buf` holding at most [`MAX_ARRAY_HEADERS`] array headers, and whether it
 /// stops short of the end of `buf`.
 fn window(buf: &[u8]) -> (&[u8], bool) {
-    // The frame's own first byte is a header; every later one follows a `\n`.
+    // The frame's own first byte is a header; every later one follows a `\n`. A command
+    // whose arguments hold no `*` is passed over at memchr's pace.
     let mut headers = 1;
-    let mut at = 1;
-    while let Some(offset) = buf
-        .get(at..)
-        .and_then(|rest| rest.iter().position(|&b| b == b'*'))
-    {
-        let star = at + offset;
+    for star in memchr::memchr_iter(b'*', buf.get(1..).unwrap_or_default()).map(|i| i + 1) {
         if buf[star - 1] == b'\n' {
             headers += 1;
             if headers > MAX_ARRAY_HEADERS {
                 return (&buf[..star], true);
             }
         }
-        at = star + 1;
     }
     (buf, false)
 }

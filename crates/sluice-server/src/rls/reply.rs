@@ -55,8 +55,7 @@ pub(super) fn response(statuses: Vec<DescriptorStatus>, verdicts: &[Verdict]) ->
         decision_headers(&mut headers, worst);
         if !allowed {
             raw_body = serde_json::to_vec(&body_of(worst)).unwrap_or_default();
-            let problem = PROBLEM_JSON;
-            push(&mut headers, CONTENT_TYPE, problem.as_bytes());
+            push(&mut headers, CONTENT_TYPE, PROBLEM_JSON.as_bytes());
         }
     }
     RateLimitResponse {
@@ -90,12 +89,9 @@ fn decision_headers(headers: &mut Vec<HeaderValue>, verdict: &Verdict) {
 /// Adds the header `name: value` when `value` is visible ASCII (tab included), the text
 /// `HeaderValue::to_str` reads; a value that is not is left out, as it always was.
 fn push(headers: &mut Vec<HeaderValue>, name: HeaderName, value: &[u8]) {
-    let visible = |b: &u8| *b == b'\t' || (0x20..0x7f).contains(b);
-    if let Some(value) = value
-        .iter()
-        .all(visible)
-        .then(|| std::str::from_utf8(value).ok())
-        .flatten()
+    let visible = |b: u8| b == b'\t' || (0x20..0x7f).contains(&b);
+    if let Ok(value) = std::str::from_utf8(value)
+        && value.bytes().all(visible)
     {
         headers.push(HeaderValue {
             key: name.as_str().to_owned(),

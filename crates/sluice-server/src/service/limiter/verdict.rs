@@ -36,17 +36,17 @@ impl Limiter {
         let shadow = r.policy.shadow;
         let allowed = decision.allowed || shadow;
         if shadow && !decision.allowed {
-            match r.detail {
+            // A detailed limit counts it under the label of the values it counted.
+            let policy = match r.detail {
                 Some(detail) => r
                     .policy
                     .meters
                     .detailed(&r.policy.name)
                     .series(detail.0)
-                    .shadow_rejected(&self.metrics),
-                None => self.metrics.emit(ShadowRejected {
-                    policy: &r.policy.name,
-                }),
-            }
+                    .label(),
+                None => &r.policy.name,
+            };
+            self.metrics.emit(ShadowRejected { policy });
         }
         let mut decision = decision;
         if shadow {
