@@ -11,16 +11,18 @@
 //!
 //! At the first request that is anything else (another route or method, the HTTP/2 preface,
 //! a chunked body, `Expect`, a head too large or that does not parse, a request the client
-//! closed its side in the middle of) the answers already made
-//! are written and the connection, with the bytes read and not answered ([`prefixed`]), goes
-//! to hyper ([`super::connection::serve_hyper`]) for the rest of its life: every other
-//! behaviour is hyper's, unchanged.
+//! closed its side in the middle of) the answers already made are written and the
+//! connection, with the bytes read and not answered ([`prefixed`]), goes to hyper
+//! ([`super::connection::serve_hyper`]) for the rest of its life: every other behaviour is
+//! hyper's, unchanged. One difference, by design: every whole request read is answered, where
+//! hyper writes no answer when bytes that end in an error (a request after a closing one,
+//! garbage, part of a request and the client's close) follow it (`tests.rs` shows which).
 //!
 //! What [`super::connection`] keeps for hyper is kept here the same way, with the same
 //! [`Activity`]: `header_timeout` from accept or a request's first byte to the end of its head,
 //! `idle_timeout` from an answer to the next request's first byte (a write stuck on a client
 //! that does not read is cut there too); after the stop the request in flight is answered
-//! (with `connection: close`) and the connection closes, at once when none is; a connection
+//! (with `connection: close`) and the connection closes, right away when none is; a connection
 //! closed after an answer (the client's `Connection: close`, HTTP/1.0 without keep-alive, the
 //! stop) closes lingering ([`super::linger`]), one whose client left or missed a deadline at
 //! once. A request carrying `traceparent` is traced as on hyper's path ([`head::trace_parent`]).
