@@ -19,7 +19,8 @@
 //! with what the others take in each round; the CPU a check costs does not, and it is what
 //! checks per second are once the daemon has the cores.
 //!
-//! Run: `cargo bench -p sluice-tests --bench rls_tree` (about 40 s).
+//! Run: `cargo bench -p sluice-tests --bench rls_tree` (about 50 s). `PROFILE=tree` (or `rule`,
+//! `one-key`) runs one shape alone for 20 s, for `perf record` to watch.
 
 #![allow(clippy::unwrap_used)]
 
@@ -255,6 +256,31 @@ async fn main() {
     // Warm up every path (connections, allocator, key tables).
     let shapes = [Shape::Rule, Shape::OneKey, Shape::Tree];
     let pools = shapes.map(pool);
+    // `PROFILE=rule|one-key|tree` runs that shape alone for 20 s, for a profiler to watch.
+    if let Ok(only) = std::env::var("PROFILE") {
+        let at = ["rule", "one-key", "tree"]
+            .iter()
+            .position(|name| *name == only)
+            .expect("PROFILE is rule, one-key or tree");
+        let length = Duration::from_secs(20);
+        let (done, _, ticks) = round(
+            clients.handle(),
+            daemon.grpc,
+            shapes[at],
+            &pools[at],
+            length,
+        )
+        .await;
+        println!(
+            "{}: {:.0} checks/s, {:.0} per CPU second of the daemon",
+            shapes[at].name(),
+            done as f64 / length.as_secs_f64(),
+            per_cpu_second(done, ticks)
+        );
+        drop(daemon);
+        clients.shutdown_background();
+        return;
+    }
     for (shape, requests) in shapes.iter().zip(&pools) {
         let warm = Duration::from_secs(1);
         round(clients.handle(), daemon.grpc, *shape, requests, warm).await;
