@@ -41,9 +41,11 @@ impl<C: ScriptRunner + ?Sized> Store for ScriptStore<C> {
     /// behind a call in flight on its lane; a batch in one call per slot, its candidates in
     /// the call of their check's slot, judged after its all-or-nothing part.
     async fn decide(&self, checks: &[Check<'_>], now_ms: u64) -> Result<Vec<Decided>, StoreError> {
+        // A batch's future is boxed apart: held inline, its size (kilobytes) would be the
+        // size of every lone check's, which is moved (copied) several times per check.
         match checks {
             [check] => Ok(vec![one(self, check, now_ms).await?]),
-            _ => all(self, checks, now_ms).await,
+            _ => Box::pin(all(self, checks, now_ms)).await,
         }
     }
 

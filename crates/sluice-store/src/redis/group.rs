@@ -59,7 +59,9 @@ pub(crate) async fn decide<C: ScriptRunner + ?Sized>(
                 store: store.clone(),
                 lane,
             };
-            let decision = alone(store, call).await;
+            // Boxed: a lone call's future is larger than the wait of a queued check, and
+            // held inline it would size (and be copied with) every check's future.
+            let decision = Box::pin(alone(store, call)).await;
             drop(lead);
             decision
         }
@@ -69,9 +71,17 @@ pub(crate) async fn decide<C: ScriptRunner + ?Sized>(
     }
 }
 
-/// Sends the checks queued on `lane`, a group per call, until none is left.
+/// Sends the checks queued on `lane`, a group per call, until none is left. Before each call
+/// it yields once: the tasks already woken (the answers just given, requests already read)
+/// run first and queue their checks, so a group takes every check on its way instead of the
+/// few that queued while the last call was in flight. No timer: the wait is one turn of the
+/// scheduler, and a lane with nothing else to run sends at once.
 async fn drain<C: ScriptRunner + ?Sized>(store: ScriptStore<C>, lane: Lane) {
-    while let Some(group) = store.groups().next_group(lane) {
+    loop {
+        tokio::task::yield_now().await;
+        let Some(group) = store.groups().next_group(lane) else {
+            return;
+        };
         send(&store, lane, group).await;
     }
 }

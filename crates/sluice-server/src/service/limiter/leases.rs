@@ -1,5 +1,6 @@
 //! Leases of window units (fixed_window, sliding_window_counter): when a key is hot on this
-//! daemon (at least [`HOT`] checks of it in the current window), one backend call takes a
+//! daemon (at least [`HOT`] checks of it in a row, each within [`IDLE_MS`] of the one before),
+//! one backend call takes a
 //! block of `g` units from the window's shared counter (a check of cost `g`, through the
 //! group-commit path: it passes only if the window still has them, so every unit is counted
 //! there), and the daemon admits from the block until it is spent or the window ends. No
@@ -17,6 +18,15 @@
 //! Unspent units are given back (a refund in the same window only) when the key has been idle
 //! for [`IDLE_MS`], and on shutdown; what is left when the window ends is lost to it
 //! (under-admission at most the fleet's held units).
+//!
+//! Why hot means checks close together, not checks in the window: a block outlives the key's
+//! next idle period only as a refund, so a key checked again only after [`IDLE_MS`] would pay
+//! two calls (the block, then its return) where one does. Over millions of keys each checked
+//! now and then, a window of an hour sees most keys twice, none of them hot. A key idle that
+//! long that never took a block is forgotten (and is among the first to go when the table is
+//! full), so such keys keep the table small instead of cycling through its bound; a key that
+//! took one keeps its window's demand, and after an idle period its first check goes to the
+//! backend (which refreshes the remaining its next block is sized from).
 
 use std::sync::Arc;
 
@@ -26,7 +36,7 @@ use super::slots::{Slot, Slots};
 
 /// The daemons sharing a backend a grant is sized for (see the module doc).
 pub const FLEET: u64 = 8;
-/// Checks of a key in the current window before it is leased.
+/// Checks of a key in a row, each within [`IDLE_MS`] of the one before, before it is leased.
 pub const HOT: u64 = 2;
 /// Unspent units of a key idle this long go back to the backend.
 pub const IDLE_MS: u64 = 500;
@@ -52,6 +62,8 @@ struct Hold {
     /// The window `hits` counts in (`now / window_ms`), and this daemon's checks in it.
     seen_window: u64,
     hits: u64,
+    /// Checks in a row, each within [`IDLE_MS`] of the one before (see the module doc).
+    streak: u64,
     /// The last block taken.
     grant: u64,
     acquiring_until: u64,
@@ -143,11 +155,12 @@ impl Leases {
             backend_remaining: 0,
             seen_window: window,
             hits: 0,
+            streak: 0,
             grant: 0,
             acquiring_until: 0,
             last_used: now_ms,
         };
-        let stale = |h: &Hold| h.units == 0 && h.seen_window != window;
+        let stale = |h: &Hold| h.units == 0 && forgettable(h, window, now_ms, IDLE_MS);
         let (take, expired) = self.slots.upsert(
             slot,
             make,
@@ -164,6 +177,10 @@ impl Leases {
                     h.hits = 0;
                 }
                 h.hits += 1;
+                if now_ms.saturating_sub(h.last_used) >= IDLE_MS {
+                    h.streak = 0;
+                }
+                h.streak += 1;
                 h.last_used = now_ms;
                 if h.units > 0 && h.units >= cost {
                     h.units -= cost;
@@ -173,7 +190,7 @@ impl Leases {
                     };
                     return (local, expired);
                 }
-                if h.units > 0 || h.hits < HOT || h.acquiring_until > now_ms {
+                if h.units > 0 || h.streak < HOT || h.acquiring_until > now_ms {
                     return (Take::Backend, expired);
                 }
                 let g = grant_size(params.limit, h.backend_remaining, h.hits, h.grant);
@@ -234,7 +251,7 @@ impl Leases {
 
     /// Takes the unspent units of keys idle for `idle_ms` at `now_ms` (every key with 0: a
     /// shutdown) to give back, and answers the units whose window ended meanwhile. Forgets
-    /// keys neither hot nor holding anything.
+    /// the keys holding nothing that are idle or were last seen in an earlier window.
     pub(super) fn idle(&self, now_ms: u64, idle_ms: u64) -> (Vec<Unspent>, Vec<(Arc<str>, u64)>) {
         let mut back = Vec::new();
         let mut expired = Vec::new();
@@ -250,10 +267,21 @@ impl Leases {
                     units: std::mem::take(&mut h.units),
                 });
             }
-            h.units > 0 || h.seen_window == now_ms / h.params.window_ms.max(1)
+            let window = now_ms / h.params.window_ms.max(1);
+            h.units > 0 || !forgettable(h, window, now_ms, idle_ms)
         });
         (back, expired)
     }
+}
+
+/// Whether `h`, holding no units, is of no more use at `now_ms` in `window`: last seen in an
+/// earlier window, or idle for `idle_ms` (its next check starts a new streak), never leased
+/// (a key that was keeps its window's demand for its next streak) and no block being taken.
+fn forgettable(h: &Hold, window: u64, now_ms: u64, idle_ms: u64) -> bool {
+    h.seen_window != window
+        || (h.grant == 0
+            && h.acquiring_until <= now_ms
+            && now_ms.saturating_sub(h.last_used) >= idle_ms)
 }
 
 #[cfg(test)]
@@ -333,7 +361,27 @@ mod tests {
         let (back, expired) = leases.idle(630, IDLE_MS);
         assert_eq!((back.len(), back[0].units, back[0].token), (1, 4, 0));
         assert!(expired.is_empty());
-        assert_eq!(leases.take(&slot, p, 1, 700).0, Take::Acquire(10));
+        // Idle since 130: a new streak, whose second check takes twice the last block.
+        assert_eq!(leases.take(&slot, p, 1, 700).0, Take::Backend, "idle");
+        leases.observe(&slot, Some(9_000), false);
+        assert_eq!(leases.take(&slot, p, 1, 710).0, Take::Acquire(10));
+    }
+
+    #[test]
+    fn a_key_checked_again_only_after_an_idle_period_is_never_leased_nor_kept() {
+        let leases = Leases::default();
+        let slot = Slot::new(&Arc::from("p"), 0, "k");
+        let p = params(10_000);
+        for at in [100, 600, 1_100, 5_000] {
+            assert_eq!(leases.take(&slot, p, 1, at).0, Take::Backend, "{at}");
+            leases.observe(&slot, Some(9_000), false);
+        }
+        assert_eq!(leases.slots.len(), 1);
+        let (back, expired) = leases.idle(5_499, IDLE_MS);
+        assert!(back.is_empty() && expired.is_empty());
+        assert_eq!(leases.slots.len(), 1, "not idle yet");
+        leases.idle(5_500, IDLE_MS);
+        assert_eq!(leases.slots.len(), 0, "forgotten");
     }
 
     #[test]
