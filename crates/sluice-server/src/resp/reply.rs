@@ -86,8 +86,8 @@ pub fn empty_array(out: &mut BytesMut) {
 }
 
 /// Longest reply [`integers`] writes at once: the header of an array of 9, and 9 integers of
-/// 20 digits and a sign.
-const INTEGERS_AT_ONCE: usize = 4 + 9 * 24;
+/// 19 digits and a sign.
+const INTEGERS_AT_ONCE: usize = 4 + 9 * 23;
 
 /// An array of integers, as `SLUICE.CHECK` and `CL.THROTTLE` answer: written on the stack,
 /// then into `out` in one copy.
@@ -99,22 +99,62 @@ pub fn integers(out: &mut BytesMut, values: &[i64]) {
         }
         return;
     }
-    let mut reply = [0u8; INTEGERS_AT_ONCE];
-    let mut at = 0;
-    let mut put = |bytes: &[u8]| {
-        reply[at..at + bytes.len()].copy_from_slice(bytes);
-        at += bytes.len();
+    let mut reply = Staged {
+        bytes: [0; INTEGERS_AT_ONCE],
+        len: 0,
     };
-    let mut digits = itoa::Buffer::new();
-    put(b"*");
-    put(digits.format(values.len()).as_bytes());
-    put(b"\r\n");
+    reply.line(b'*', values.len() as i64);
     for &value in values {
-        put(b":");
-        put(digits.format(value).as_bytes());
-        put(b"\r\n");
+        reply.line(b':', value);
     }
-    out.extend_from_slice(&reply[..at]);
+    out.extend_from_slice(&reply.bytes[..reply.len]);
+}
+
+/// A reply built on the stack byte by byte: no copy call per number or per CRLF, and the
+/// digits written in place rather than formatted apart and copied.
+struct Staged {
+    bytes: [u8; INTEGERS_AT_ONCE],
+    len: usize,
+}
+
+/// The two digits of every number below 100.
+const PAIRS: &[u8; 200] = b"0001020304050607080910111213141516171819\
+                            2021222324252627282930313233343536373839\
+                            4041424344454647484950515253545556575859\
+                            6061626364656667686970717273747576777879\
+                            8081828384858687888990919293949596979899";
+
+impl Staged {
+    /// `prefix`, the decimal `value`, CRLF. The caller keeps to [`INTEGERS_AT_ONCE`].
+    fn line(&mut self, prefix: u8, value: i64) {
+        self.bytes[self.len] = prefix;
+        self.len += 1;
+        if value < 0 {
+            self.bytes[self.len] = b'-';
+            self.len += 1;
+        }
+        let mut rest = value.unsigned_abs();
+        // Written from the last digit back.
+        let end = self.len + rest.checked_ilog10().unwrap_or(0) as usize + 1;
+        let mut at = end;
+        while rest >= 100 {
+            let pair = (rest % 100) as usize * 2;
+            rest /= 100;
+            at -= 2;
+            self.bytes[at] = PAIRS[pair];
+            self.bytes[at + 1] = PAIRS[pair + 1];
+        }
+        if rest >= 10 {
+            let pair = rest as usize * 2;
+            self.bytes[at - 2] = PAIRS[pair];
+            self.bytes[at - 1] = PAIRS[pair + 1];
+        } else {
+            self.bytes[at - 1] = b'0' + rest as u8;
+        }
+        self.bytes[end] = b'\r';
+        self.bytes[end + 1] = b'\n';
+        self.len = end + 2;
+    }
 }
 
 /// An error reply: `line` starts with its code (`ERR`, `UNAVAILABLE`, ...), one line.
@@ -204,6 +244,9 @@ mod tests {
             &[0, 1, -1, 1_800_000_000, i64::MIN][..],
             &[i64::MIN; 9],
             &[7; 10],
+            // Every count of digits, either side of a power of ten.
+            &[9, 10, 99, 100, 999, 1_000, 99_999, 100_000, -10][..],
+            &[9_999_999_999, 10_000_000_000, i64::MAX, -99, -100][..],
         ] {
             let (mut ours, mut codecs) = (BytesMut::new(), BytesMut::new());
             integers(&mut ours, values);
