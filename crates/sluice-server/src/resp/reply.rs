@@ -110,49 +110,29 @@ pub fn integers(out: &mut BytesMut, values: &[i64]) {
     out.extend_from_slice(&reply.bytes[..reply.len]);
 }
 
-/// A reply built on the stack byte by byte: no copy call per number or per CRLF, and the
-/// digits written in place rather than formatted apart and copied.
+/// A reply built on the stack: no copy call per CRLF, and a one-digit number (most of a
+/// check's reply: allowed, retry after, delay, degraded) written as one byte.
 struct Staged {
     bytes: [u8; INTEGERS_AT_ONCE],
     len: usize,
 }
 
-/// The two digits of every number below 100.
-const PAIRS: &[u8; 200] = b"0001020304050607080910111213141516171819\
-                            2021222324252627282930313233343536373839\
-                            4041424344454647484950515253545556575859\
-                            6061626364656667686970717273747576777879\
-                            8081828384858687888990919293949596979899";
-
 impl Staged {
     /// `prefix`, the decimal `value`, CRLF. The caller keeps to [`INTEGERS_AT_ONCE`].
+    #[inline(always)]
     fn line(&mut self, prefix: u8, value: i64) {
-        self.bytes[self.len] = prefix;
-        self.len += 1;
-        if value < 0 {
-            self.bytes[self.len] = b'-';
-            self.len += 1;
+        let at = self.len;
+        if let Ok(digit @ 0..=9) = u8::try_from(value) {
+            self.bytes[at..at + 4].copy_from_slice(&[prefix, b'0' + digit, b'\r', b'\n']);
+            self.len = at + 4;
+            return;
         }
-        let mut rest = value.unsigned_abs();
-        // Written from the last digit back.
-        let end = self.len + rest.checked_ilog10().unwrap_or(0) as usize + 1;
-        let mut at = end;
-        while rest >= 100 {
-            let pair = (rest % 100) as usize * 2;
-            rest /= 100;
-            at -= 2;
-            self.bytes[at] = PAIRS[pair];
-            self.bytes[at + 1] = PAIRS[pair + 1];
-        }
-        if rest >= 10 {
-            let pair = rest as usize * 2;
-            self.bytes[at - 2] = PAIRS[pair];
-            self.bytes[at - 1] = PAIRS[pair + 1];
-        } else {
-            self.bytes[at - 1] = b'0' + rest as u8;
-        }
-        self.bytes[end] = b'\r';
-        self.bytes[end + 1] = b'\n';
+        let mut digits = itoa::Buffer::new();
+        let digits = digits.format(value).as_bytes();
+        let end = at + 1 + digits.len();
+        self.bytes[at] = prefix;
+        self.bytes[at + 1..end].copy_from_slice(digits);
+        self.bytes[end..end + 2].copy_from_slice(b"\r\n");
         self.len = end + 2;
     }
 }

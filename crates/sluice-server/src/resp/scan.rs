@@ -70,6 +70,7 @@ pub fn flat(buf: &[u8]) -> Option<(Args<'_>, usize)> {
 
 /// The decimal number at `buf[at..]` ended by CRLF, and where what follows starts: digits
 /// only, no leading zero but in `0`, at most 9 of them (more than any frame holds).
+#[inline(always)]
 fn decimal(buf: &[u8], at: usize) -> Option<(usize, usize)> {
     // One or two digits, as the counts and lengths of a check's arguments mostly are: read
     // with their CRLF at once.
