@@ -35,8 +35,8 @@ use sluice_tests::Daemon;
 
 /// Clients sending at once (HTTP/2 streams over one connection each).
 const CLIENTS: usize = 16;
-const ROUND: Duration = Duration::from_secs(4);
-const ROUNDS: usize = 3;
+const ROUND: Duration = Duration::from_secs(3);
+const ROUNDS: usize = 5;
 /// Distinct client addresses: keys enough that no shard is a hot spot.
 const ADDRESSES: u64 = 10_000;
 /// Requests of a shape, built before the rounds and cycled through by the clients: one per
@@ -152,31 +152,48 @@ impl Shape {
     }
 }
 
-/// CPU time the process has used (user + system, all threads), in clock ticks.
-fn cpu_ticks() -> u64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
-    // The fields after the command name (which is in parentheses and may hold spaces):
-    // utime and stime are the 14th and 15th of the line.
-    let rest = &stat[stat.rfind(')').unwrap() + 2..];
-    let fields: Vec<&str> = rest.split(' ').collect();
-    fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
+/// Name of the client runtime's threads, so their CPU can be told from the daemon's.
+const CLIENT_THREADS: &str = "bench-client";
+
+/// CPU time (user + system, in clock ticks) of the process's threads: all of them, and the
+/// daemon's alone (every thread but the clients').
+fn cpu_ticks() -> (u64, u64) {
+    let (mut all, mut daemon) = (0, 0);
+    for task in std::fs::read_dir("/proc/self/task").unwrap() {
+        // A thread may end between the listing and the read.
+        let Ok(stat) = std::fs::read_to_string(task.unwrap().path().join("stat")) else {
+            continue;
+        };
+        // The thread's name is in parentheses (and may hold spaces); utime and stime are the
+        // 12th and 13th fields after it.
+        let name = &stat[stat.find('(').unwrap() + 1..stat.rfind(')').unwrap()];
+        let rest = &stat[stat.rfind(')').unwrap() + 2..];
+        let fields: Vec<&str> = rest.split(' ').collect();
+        let ticks = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+        all += ticks;
+        if name != CLIENT_THREADS {
+            daemon += ticks;
+        }
+    }
+    (all, daemon)
 }
 
-/// Requests answered in `length` by `CLIENTS` clients sending `shape`, and the CPU ticks the
-/// process spent meanwhile.
+/// Requests answered in `length` by `CLIENTS` clients (on the `clients` runtime) sending
+/// `shape`, and the CPU ticks the process, and the daemon alone, spent meanwhile.
 async fn round(
+    clients: &tokio::runtime::Handle,
     grpc: std::net::SocketAddr,
     shape: Shape,
     requests: &Arc<Vec<RateLimitRequest>>,
     length: Duration,
-) -> (u64, u64) {
+) -> (u64, u64, u64) {
     let started = cpu_ticks();
     let done = Arc::new(AtomicU64::new(0));
     let stop = Arc::new(AtomicBool::new(false));
     let mut tasks = Vec::new();
     for c in 0..CLIENTS {
         let (done, stop, requests) = (done.clone(), stop.clone(), requests.clone());
-        tasks.push(tokio::spawn(async move {
+        tasks.push(clients.spawn(async move {
             let mut client = RateLimitServiceClient::connect(format!("http://{grpc}"))
                 .await
                 .unwrap();
@@ -204,11 +221,29 @@ async fn round(
     for task in tasks {
         task.await.unwrap();
     }
-    (done.load(Ordering::Relaxed), cpu_ticks() - started)
+    let ended = cpu_ticks();
+    (
+        done.load(Ordering::Relaxed),
+        ended.0 - started.0,
+        ended.1 - started.1,
+    )
+}
+
+/// Checks per CPU second, from CPU clock ticks of /proc (USER_HZ: 100 on Linux).
+fn per_cpu_second(done: u64, ticks: u64) -> f64 {
+    done as f64 / (ticks.max(1) as f64 / 100.0)
 }
 
 #[tokio::main]
 async fn main() {
+    // The clients run on a runtime of their own, whose threads are named apart: the CPU the
+    // daemon spends is then read alone (what a check costs the host Envoy sends it from).
+    let clients = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name(CLIENT_THREADS)
+        .enable_all()
+        .build()
+        .unwrap();
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("tree.yaml"), yaml()).unwrap();
     std::fs::write(dir.path().join("one.yaml"), ONE_KEY).unwrap();
@@ -221,36 +256,57 @@ async fn main() {
     let shapes = [Shape::Rule, Shape::OneKey, Shape::Tree];
     let pools = shapes.map(pool);
     for (shape, requests) in shapes.iter().zip(&pools) {
-        round(daemon.grpc, *shape, requests, Duration::from_secs(1)).await;
+        let warm = Duration::from_secs(1);
+        round(clients.handle(), daemon.grpc, *shape, requests, warm).await;
     }
-    let mut totals = [0u64; 3];
-    let mut ticks = [0u64; 3];
-    for r in 0..ROUNDS {
+    // Per round and shape: checks answered, CPU ticks of the process, of the daemon.
+    let mut rounds = vec![[(0u64, 0u64, 0u64); 3]; ROUNDS];
+    for (r, measured) in rounds.iter_mut().enumerate() {
         // Alternate the order, so no shape always runs first.
         for i in 0..shapes.len() {
             let at = if r % 2 == 0 { i } else { shapes.len() - 1 - i };
-            let (done, spent) = round(daemon.grpc, shapes[at], &pools[at], ROUND).await;
-            totals[at] += done;
-            ticks[at] += spent;
+            measured[at] =
+                round(clients.handle(), daemon.grpc, shapes[at], &pools[at], ROUND).await;
         }
     }
     let seconds = (ROUND * ROUNDS as u32).as_secs_f64();
-    // Clock ticks per second of /proc (USER_HZ), 100 on Linux.
-    let per_cpu_second = |i: usize| totals[i] as f64 / (ticks[i].max(1) as f64 / 100.0);
-    println!("| shape | checks/s | checks per CPU second |\n|---|---|---|");
+    let sum = |shape: usize, field: fn(&(u64, u64, u64)) -> u64| -> u64 {
+        rounds.iter().map(|r| field(&r[shape])).sum()
+    };
+    println!(
+        "| shape | checks/s | checks per CPU second (process) | checks per CPU second (daemon) |\n|---|---|---|---|"
+    );
     for (i, shape) in shapes.iter().enumerate() {
+        let done = sum(i, |m| m.0);
         println!(
-            "| {} | {:.0} | {:.0} |",
+            "| {} | {:.0} | {:.0} | {:.0} |",
             shape.name(),
-            totals[i] as f64 / seconds,
-            per_cpu_second(i)
+            done as f64 / seconds,
+            per_cpu_second(done, sum(i, |m| m.1)),
+            per_cpu_second(done, sum(i, |m| m.2))
         );
     }
-    println!(
-        "\ntree ÷ one-key rule ([[rls.descriptors]]): {:.3} of checks/s, {:.3} of checks per CPU second; tree ÷ one-key (YAML): {:.3}, {:.3}",
-        totals[2] as f64 / totals[0] as f64,
-        per_cpu_second(2) / per_cpu_second(0),
-        totals[2] as f64 / totals[1] as f64,
-        per_cpu_second(2) / per_cpu_second(1)
-    );
+    // The tree against another shape, round by round (the two ran seconds apart, so a
+    // spell of load from elsewhere falls on both), then the median of the rounds.
+    let median_ratio = |of: usize, value: &dyn Fn(&(u64, u64, u64)) -> f64| -> f64 {
+        let mut ratios: Vec<f64> = rounds
+            .iter()
+            .map(|r| value(&r[2]) / value(&r[of]))
+            .collect();
+        ratios.sort_by(f64::total_cmp);
+        ratios[ratios.len() / 2]
+    };
+    let ratios = |of: usize| {
+        format!(
+            "{:.3} of checks/s, {:.3} of checks per CPU second of the process, {:.3} of the daemon",
+            median_ratio(of, &|m| m.0 as f64),
+            median_ratio(of, &|m| per_cpu_second(m.0, m.1)),
+            median_ratio(of, &|m| per_cpu_second(m.0, m.2))
+        )
+    };
+    println!("\nMedians over {ROUNDS} rounds of the ratio in each round:");
+    println!("tree ÷ one-key rule ([[rls.descriptors]]): {}", ratios(0));
+    println!("tree ÷ one-key (YAML): {}", ratios(1));
+    drop(daemon);
+    clients.shutdown_background();
 }
