@@ -49,12 +49,15 @@
 //! Over HTTP (`POST /v1/check`):
 //! 1. `daemon.rs` runs the accept loop of `server/accept.rs` on the listener; the gate of
 //!    `server/gate.rs` admits the connection (or answers 503 and closes it by
-//!    `server/linger.rs`), and `server/connection.rs` serves it with hyper under the header
-//!    and idle timeouts.
-//! 2. `http/api.rs` hands a `POST /v1/check` with a declared length straight to
-//!    `http/check.rs` (every other request goes through the router of `http/mod.rs`), which
-//!    reads the body (`http/plain_body.rs` for a plain one, serde otherwise) without copying
-//!    its strings into a [`service::limiter::CheckInput`].
+//!    `server/linger.rs`), and `server/http1/mod.rs` serves it under the header and idle
+//!    timeouts: `server/http1/head.rs` reads each request head (httparse) from the
+//!    connection's buffer. At the first request that is not a plain `POST /v1/check`, the
+//!    connection and the bytes it holds go to hyper (`server/connection.rs`), and from there
+//!    `http/api.rs` hands a check with a declared length straight to `http/check.rs`, every
+//!    other request to the router of `http/mod.rs`.
+//! 2. `http/check.rs` (through `http/api.rs`' `answer_check`, the same on both paths) reads
+//!    the body (`http/plain_body.rs` for a plain one, serde otherwise) without copying its
+//!    strings into a [`service::limiter::CheckInput`].
 //! 3. `service/limiter/mod.rs` starts the span; `service/limiter/decide.rs` resolves the check
 //!    against the policies of the one snapshot it loads (`service/snapshot.rs`, published
 //!    whole by `service/writer.rs` on every reload and settings change) and
@@ -66,7 +69,9 @@
 //! 5. `service/limiter/verdict.rs` applies shadow mode, or the fail mode of a store failure,
 //!    and records the metrics and top keys; `service/answer.rs` turns the verdict into the
 //!    body and the rate-limit headers, `http/respond.rs` makes them the HTTP response, and
-//!    the answer goes back on the connection.
+//!    `server/http1/answer.rs` writes it as hyper would (with `date` from
+//!    `server/http1/date.rs`) into the connection's output buffer; the answers of one read
+//!    go back in one write.
 //!
 //! Over RESP (`SLUICE.CHECK`): steps 1 and 3–5 as above, with `resp/mod.rs` as the
 //! connection handler: `resp/connection.rs` reads what the client sent, `resp/frame.rs`

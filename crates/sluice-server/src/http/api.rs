@@ -52,6 +52,12 @@ impl Api {
         }
     }
 
+    /// The app of the check's direct path, when this listener serves checks:
+    /// [`crate::server::http1`] answers a plain check with it ([`answer_check`]).
+    pub(crate) fn direct_checks(&self) -> Option<&App> {
+        self.checks.as_ref()
+    }
+
     /// The answer to `request`.
     pub async fn answer(self, request: Request<Incoming>) -> Response {
         if let Some(app) = &self.checks
@@ -60,7 +66,7 @@ impl Api {
             let (parts, body) = request.into_parts();
             let parent = TraceParent::from_headers(&parts.headers);
             return match read_body(body).await {
-                Ok(body) => check::answer(app, &body, &parent).await,
+                Ok(body) => answer_check(app, &body, &parent).await,
                 Err(err) => ApiError::bad_request(format!("could not read the body: {err}"), None)
                     .into_response(),
             };
@@ -82,7 +88,19 @@ fn is_direct_check<B>(request: &Request<B>) -> bool {
             .get(CONTENT_LENGTH)
             .and_then(|value| value.to_str().ok())
             .and_then(|value| value.parse::<usize>().ok())
-            .is_some_and(|length| length <= MAX_BODY_BYTES)
+            .is_some_and(is_direct_length)
+}
+
+/// Whether a check declaring a body of `length` bytes takes the direct path: the router
+/// answers a larger one (its 413).
+pub(crate) fn is_direct_length(length: usize) -> bool {
+    length <= MAX_BODY_BYTES
+}
+
+/// The answer to the check (or batch) in `body`, the direct path's, for a caller that read the
+/// request itself ([`crate::server::http1`]).
+pub(crate) async fn answer_check(app: &App, body: &[u8], parent: &TraceParent) -> Response {
+    check::answer(app, body, parent).await
 }
 
 /// Why a declared body could not be read (the client left or broke the framing): the text

@@ -47,6 +47,7 @@ use crate::exposition::Format;
 use crate::service::app::App;
 use crate::service::json::ApiError;
 pub use api::Api;
+pub(crate) use api::{answer_check, is_direct_length};
 use error::{method_not_allowed, not_found};
 
 /// The router of the API.
@@ -256,15 +257,7 @@ mod tests {
 
     /// An app serving `toml` on the stores it names, at a fixed time.
     fn memory_app(toml: &str) -> App {
-        let settings = testing::settings(toml);
-        let clock = Arc::new(ManualClock::new(5_000));
-        let stores = Stores::build(
-            &settings.settings.backend,
-            &settings.settings.region,
-            clock.clone(),
-        )
-        .unwrap();
-        App::new(settings, stores, clock)
+        testing::memory_app(toml, 5_000)
     }
 
     /// The status and JSON body of `request` on a memory-backed daemon serving `toml`.

@@ -1,5 +1,8 @@
 //! One HTTP connection (HTTP/1.1, or HTTP/2 with prior knowledge) served with hyper, with the
-//! two deadlines of `[listen]`:
+//! two deadlines of `[listen]`. A connection of a listener serving checks begins in
+//! [`super::http1`], which answers plain checks itself and hands the connection here (with the
+//! bytes it read and its [`Activity`]) at the first request that is anything else.
+//!
 //!
 //! - `header_timeout`: from accept, or from the first byte of a later request, to the end of
 //!   that request's head. A client sending its head a byte at a time is closed then.
@@ -63,7 +66,7 @@ where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     fn serve(&self, stream: S, stop: Stop) -> impl Future<Output = ()> + Send + 'static {
-        serve_http(
+        super::http1::serve(
             stream,
             self.api.clone(),
             self.limits,
@@ -74,17 +77,18 @@ where
 }
 
 /// Serves `api` on `stream` until the client leaves, a deadline passes, or, after `stop`,
-/// the request in flight is answered.
-pub async fn serve_http<S>(
+/// the request in flight is answered; `activity` tracks the deadlines from accept on (by
+/// [`super::http1`] before its hand-off, when it began there).
+pub(super) async fn serve_hyper<S>(
     stream: S,
     api: Api,
     limits: ConnectionSettings,
     lingering: Lingering,
     mut stop: Stop,
+    activity: Arc<Activity>,
 ) where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let activity = Arc::new(Activity::new());
     let service = {
         let activity = activity.clone();
         hyper::service::service_fn(move |request: http::Request<Incoming>| {
@@ -124,17 +128,10 @@ pub async fn serve_http<S>(
                 connection.as_mut().graceful_shutdown();
             }
             () = deadline.as_mut() => {
-                let now = Instant::now();
-                match activity.deadline(&limits) {
-                    Some(at) if at <= now => {
-                        tracing::debug!(phase = activity.phase_name(), "connection timed out");
-                        // A client that missed its deadline gets no more time to linger.
-                        activity.close_at_once.store(true, Ordering::Relaxed);
-                        return;
-                    }
-                    Some(at) => deadline.as_mut().reset(activity.next_look(at, now, &limits)),
-                    // Busy: no deadline of ours while the router works; look again later.
-                    None => deadline.as_mut().reset(now + limits.header_timeout),
+                if activity.expired(&limits, deadline.as_mut()) {
+                    // A client that missed its deadline gets no more time to linger.
+                    activity.close_at_once.store(true, Ordering::Relaxed);
+                    return;
                 }
             }
         }
@@ -144,7 +141,7 @@ pub async fn serve_http<S>(
 /// Where a connection is between requests, shared by the stream wrapper, the service and the
 /// deadline.
 #[derive(Debug)]
-struct Activity {
+pub(super) struct Activity {
     started: Instant,
     phase: AtomicU8,
     /// Requests being answered (several on HTTP/2).
@@ -156,14 +153,14 @@ struct Activity {
 }
 
 /// Waiting for a request head: since accept, or since its first byte.
-const HEAD: u8 = 0;
+pub(super) const HEAD: u8 = 0;
 /// A request is being answered.
-const BUSY: u8 = 1;
+pub(super) const BUSY: u8 = 1;
 /// Between an answer and the first byte of the next request.
-const IDLE: u8 = 2;
+pub(super) const IDLE: u8 = 2;
 
 impl Activity {
-    fn new() -> Activity {
+    pub(super) fn new() -> Activity {
         Activity {
             started: Instant::now(),
             phase: AtomicU8::new(HEAD),
@@ -177,13 +174,13 @@ impl Activity {
         u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX)
     }
 
-    fn enter(&self, phase: u8) {
+    pub(super) fn enter(&self, phase: u8) {
         self.since_ms.store(self.now_ms(), Ordering::Relaxed);
         self.phase.store(phase, Ordering::Release);
     }
 
     /// Bytes arrived: after an idle spell, a new request head has begun.
-    fn bytes_read(&self) {
+    pub(super) fn bytes_read(&self) {
         if self.phase.load(Ordering::Acquire) == IDLE
             && self
                 .phase
@@ -196,8 +193,39 @@ impl Activity {
 
     fn request_started(self: &Arc<Self>) -> Busy {
         self.in_flight.fetch_add(1, Ordering::AcqRel);
-        self.phase.store(BUSY, Ordering::Release);
+        self.busy();
         Busy(self.clone())
+    }
+
+    /// A request head is whole: the request is being answered (no deadline of ours meanwhile).
+    /// Only the phase changes: its start matters to no deadline.
+    pub(super) fn busy(&self) {
+        self.phase.store(BUSY, Ordering::Release);
+    }
+
+    /// At a wake-up of `deadline`: whether the current phase's deadline has passed (the
+    /// connection is cut, logged here); else `deadline` is set to the next look.
+    pub(super) fn expired(
+        &self,
+        limits: &ConnectionSettings,
+        deadline: Pin<&mut tokio::time::Sleep>,
+    ) -> bool {
+        let now = Instant::now();
+        match self.deadline(limits) {
+            Some(at) if at <= now => {
+                tracing::debug!(phase = self.phase_name(), "connection timed out");
+                true
+            }
+            Some(at) => {
+                deadline.reset(self.next_look(at, now, limits));
+                false
+            }
+            // Busy: no deadline of ours while the router works; look again later.
+            None => {
+                deadline.reset(now + limits.header_timeout);
+                false
+            }
+        }
     }
 
     /// When the current phase times out; `None` while a request is answered.

@@ -7,7 +7,8 @@
 //! - [`gate`]: the bound on open connections, shared by every listener and protocol.
 //! - [`linger`]: closing a connection the daemon ends itself without resetting it.
 //! - [`accept`]: the accept loop (gate, out-of-fd handling, connections owned by the loop).
-//! - [`connection`]: one HTTP connection, with the header and idle timeouts.
+//! - [`http1`]: the check route's own HTTP/1 framing; every other request goes to hyper.
+//! - [`connection`]: one HTTP connection served by hyper, with the header and idle timeouts.
 //! - [`fd_limit`]: the fd soft limit raised at start and the connection bound below it.
 //! - [`stop`]: the stop signal every loop and connection watches.
 //! - [`activation`]: sockets handed over by the service manager, and telling it we are ready.
@@ -20,6 +21,7 @@ pub mod bind;
 pub(crate) mod connection;
 pub mod fd_limit;
 pub(crate) mod gate;
+pub(crate) mod http1;
 pub(crate) mod linger;
 pub(crate) mod stop;
 pub mod tls;

@@ -9,5 +9,5 @@ pub mod stores;
 
 #[cfg(feature = "test-support")]
 pub use daemon::{Daemon, T0};
-pub use settings::settings;
+pub use settings::{memory_app, settings};
 pub use stores::{Down, Gate, Hung};

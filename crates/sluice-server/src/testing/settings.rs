@@ -18,3 +18,21 @@ pub fn settings(toml: &str) -> Compiled {
     )
     .unwrap()
 }
+
+/// An app serving `toml` on the stores it names (in process memory unless it names Redis), on
+/// a manual clock at `now_ms`.
+///
+/// # Panics
+/// When `toml` is not a valid config or its stores cannot be built.
+#[allow(clippy::unwrap_used)]
+pub fn memory_app(toml: &str, now_ms: u64) -> crate::service::app::App {
+    let settings = settings(toml);
+    let clock = std::sync::Arc::new(crate::clock::ManualClock::new(now_ms));
+    let stores = crate::service::stores::Stores::build(
+        &settings.settings.backend,
+        &settings.settings.region,
+        clock.clone(),
+    )
+    .unwrap();
+    crate::service::app::App::new(settings, stores, clock)
+}
