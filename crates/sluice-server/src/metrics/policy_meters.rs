@@ -8,6 +8,7 @@ use prometheus_client::metrics::family::Family;
 use super::detailed::DetailedTable;
 use super::{CandidateLabels, Metrics, PolicyLabels, PolicyTierLabels, RequestLabels};
 use crate::histogram::StripedHistogram;
+use crate::top::HistoryCache;
 
 /// The series one policy's checks record into, found in their families once and then reached
 /// by slot: a family look-up hashes every label string (SipHash) under a lock, which cost about
@@ -30,6 +31,8 @@ pub struct PolicyMeters {
     /// The `detailed_metric` series of a YAML limit, made on its first detailed check (no
     /// other policy pays for the table).
     detailed: OnceLock<Box<DetailedTable>>,
+    /// The policy's top-keys history, found on its first check.
+    top: HistoryCache,
 }
 
 /// A compiled policy's series (`service::compiled::Policy`): sized when the policy compiles.
@@ -53,6 +56,7 @@ impl PolicyMeters {
             candidates: (0..2 * tiers).map(|_| OnceLock::new()).collect(),
             check_duration: OnceLock::new(),
             detailed: OnceLock::new(),
+            top: HistoryCache::default(),
         }
     }
 
@@ -103,6 +107,12 @@ impl PolicyMeters {
     pub fn detailed(&self, policy: &str) -> &DetailedTable {
         self.detailed
             .get_or_init(|| Box::new(DetailedTable::new(policy)))
+    }
+
+    /// Where the policy's top-keys history is kept once found
+    /// ([`TopKeys::record_cached`](crate::top::TopKeys::record_cached)).
+    pub fn top(&self) -> &HistoryCache {
+        &self.top
     }
 
     /// Observes `rate_limit_check_duration_seconds` of the policy (`trace`: the exemplar).

@@ -69,17 +69,20 @@ fn decides(command: &Result<Command<'_>, CommandError>) -> bool {
     command.as_ref().is_ok_and(asks_limiter)
 }
 
-async fn decide(app: &App, command: &Result<Command<'_>, CommandError>) -> Option<Decided> {
+/// Decides `command` at `now_ms`, the time its read was answered from.
+async fn decide(
+    app: &App,
+    command: &Result<Command<'_>, CommandError>,
+    now_ms: u64,
+) -> Option<Decided> {
     let parent = TraceParent::Absent;
     match command {
         Ok(Command::Check(input)) => Some(Decided::Check(
-            app.limiter
-                .check_traced(input, app.clock.now_ms(), &parent)
-                .await,
+            app.limiter.check_traced(input, now_ms, &parent).await,
         )),
         Ok(Command::Batch(inputs)) => Some(Decided::Batch(
             app.limiter
-                .check_batch_traced(inputs, app.clock.now_ms(), &parent)
+                .check_batch_traced(inputs, now_ms, &parent)
                 .await,
         )),
         Ok(Command::Throttle(throttle)) => {
@@ -89,7 +92,9 @@ async fn decide(app: &App, command: &Result<Command<'_>, CommandError>) -> Optio
     }
 }
 
-/// Answers `commands` in order into `out`.
+/// Answers `commands` in order into `out`. The commands of one read arrived together: the
+/// clock is read once for all of them (a pipeline of 16 checks read it 16 times, a tenth of
+/// the instructions of a check beyond Redis's `INCR`).
 pub async fn answer_all(
     app: &App,
     session: &mut Session,
@@ -97,10 +102,11 @@ pub async fn answer_all(
     out: &mut BytesMut,
 ) {
     let asking = commands.iter().filter(|c| decides(c)).count();
+    let now_ms = if asking > 0 { app.clock.now_ms() } else { 0 };
     if asking <= 1 || app.limiter.never_waits() {
         for command in commands {
             let decided = if decides(command) {
-                decide(app, command).await
+                decide(app, command, now_ms).await
             } else {
                 None
             };
@@ -112,7 +118,7 @@ pub async fn answer_all(
         commands
             .iter()
             .filter(|c| decides(c))
-            .map(|command| decide(app, command)),
+            .map(|command| decide(app, command, now_ms)),
     )
     .await;
     let mut decided = decided.into_iter();

@@ -113,27 +113,33 @@ pub async fn serve_resp<S>(
     let mut session = Session::new();
     let mut spare: Commands<'static> = Vec::new();
     let mut deadline = Instant::now() + limits.header_timeout;
+    // One timer for the connection's life, moved to each read's deadline: a deadline later
+    // than the one registered is moved without the timer wheel's lock, where a timeout per
+    // read registered and removed a timer for every pipeline.
+    let expired = tokio::time::sleep_until(deadline);
+    tokio::pin!(expired);
     loop {
         input.reserve(READ_CHUNK);
         let was_empty = input.is_empty();
+        expired.as_mut().reset(deadline);
         tokio::select! {
             biased;
             () = stop.stopped() => return,
-            read = tokio::time::timeout_at(deadline, stream.read_buf(&mut input)) => match read {
-                Ok(Ok(0)) => return,
-                Ok(Ok(_)) => {}
-                Ok(Err(err)) => {
+            read = stream.read_buf(&mut input) => match read {
+                Ok(0) => return,
+                Ok(_) => {}
+                Err(err) => {
                     tracing::debug!(error = %err, "RESP connection read failed");
                     return;
                 }
-                Err(_) => {
-                    tracing::debug!(
-                        phase = if was_empty { "idle" } else { "command frame" },
-                        "RESP connection timed out"
-                    );
-                    return;
-                }
             },
+            () = &mut expired => {
+                tracing::debug!(
+                    phase = if was_empty { "idle" } else { "command frame" },
+                    "RESP connection timed out"
+                );
+                return;
+            }
         }
         let read = frames_in(&input, recycle(std::mem::take(&mut spare)));
         answer_all(&app, &mut session, &read.commands, &mut output).await;

@@ -86,8 +86,8 @@ pub fn empty_array(out: &mut BytesMut) {
 }
 
 /// Longest reply [`integers`] writes at once: the header of an array of 9, and 9 integers of
-/// 20 digits and a sign.
-const INTEGERS_AT_ONCE: usize = 4 + 9 * 24;
+/// 19 digits and a sign.
+const INTEGERS_AT_ONCE: usize = 4 + 9 * 23;
 
 /// An array of integers, as `SLUICE.CHECK` and `CL.THROTTLE` answer: written on the stack,
 /// then into `out` in one copy.
@@ -99,22 +99,42 @@ pub fn integers(out: &mut BytesMut, values: &[i64]) {
         }
         return;
     }
-    let mut reply = [0u8; INTEGERS_AT_ONCE];
-    let mut at = 0;
-    let mut put = |bytes: &[u8]| {
-        reply[at..at + bytes.len()].copy_from_slice(bytes);
-        at += bytes.len();
+    let mut reply = Staged {
+        bytes: [0; INTEGERS_AT_ONCE],
+        len: 0,
     };
-    let mut digits = itoa::Buffer::new();
-    put(b"*");
-    put(digits.format(values.len()).as_bytes());
-    put(b"\r\n");
+    reply.line(b'*', values.len() as i64);
     for &value in values {
-        put(b":");
-        put(digits.format(value).as_bytes());
-        put(b"\r\n");
+        reply.line(b':', value);
     }
-    out.extend_from_slice(&reply[..at]);
+    out.extend_from_slice(&reply.bytes[..reply.len]);
+}
+
+/// A reply built on the stack: no copy call per CRLF, and a one-digit number (most of a
+/// check's reply: allowed, retry after, delay, degraded) written as one byte.
+struct Staged {
+    bytes: [u8; INTEGERS_AT_ONCE],
+    len: usize,
+}
+
+impl Staged {
+    /// `prefix`, the decimal `value`, CRLF. The caller keeps to [`INTEGERS_AT_ONCE`].
+    #[inline(always)]
+    fn line(&mut self, prefix: u8, value: i64) {
+        let at = self.len;
+        if let Ok(digit @ 0..=9) = u8::try_from(value) {
+            self.bytes[at..at + 4].copy_from_slice(&[prefix, b'0' + digit, b'\r', b'\n']);
+            self.len = at + 4;
+            return;
+        }
+        let mut digits = itoa::Buffer::new();
+        let digits = digits.format(value).as_bytes();
+        let end = at + 1 + digits.len();
+        self.bytes[at] = prefix;
+        self.bytes[at + 1..end].copy_from_slice(digits);
+        self.bytes[end..end + 2].copy_from_slice(b"\r\n");
+        self.len = end + 2;
+    }
 }
 
 /// An error reply: `line` starts with its code (`ERR`, `UNAVAILABLE`, ...), one line.
@@ -204,6 +224,9 @@ mod tests {
             &[0, 1, -1, 1_800_000_000, i64::MIN][..],
             &[i64::MIN; 9],
             &[7; 10],
+            // Every count of digits, either side of a power of ten.
+            &[9, 10, 99, 100, 999, 1_000, 99_999, 100_000, -10][..],
+            &[9_999_999_999, 10_000_000_000, i64::MAX, -99, -100][..],
         ] {
             let (mut ours, mut codecs) = (BytesMut::new(), BytesMut::new());
             integers(&mut ours, values);

@@ -70,7 +70,22 @@ pub fn flat(buf: &[u8]) -> Option<(Args<'_>, usize)> {
 
 /// The decimal number at `buf[at..]` ended by CRLF, and where what follows starts: digits
 /// only, no leading zero but in `0`, at most 9 of them (more than any frame holds).
+#[inline(always)]
 fn decimal(buf: &[u8], at: usize) -> Option<(usize, usize)> {
+    // One or two digits, as the counts and lengths of a check's arguments mostly are: read
+    // with their CRLF at once.
+    match buf.get(at..at + 4) {
+        Some(&[digit @ b'0'..=b'9', b'\r', b'\n', _]) => {
+            return Some((usize::from(digit - b'0'), at + 3));
+        }
+        Some(&[tens @ b'1'..=b'9', ones @ b'0'..=b'9', b'\r', b'\n']) => {
+            return Some((
+                usize::from(tens - b'0') * 10 + usize::from(ones - b'0'),
+                at + 4,
+            ));
+        }
+        _ => {}
+    }
     let mut value = 0usize;
     let mut i = at;
     loop {

@@ -47,6 +47,7 @@ use crate::server::tls::ListenerTls;
 use crate::service::app::App;
 use crate::service::compiled::Policy;
 use crate::service::limiter::{CheckInput, Verdict};
+use crate::service::snapshot::Snapshot;
 use pb::rate_limit_response::rate_limit::Unit;
 use pb::rate_limit_response::{Code, DescriptorStatus, RateLimit};
 use pb::rate_limit_service_server::{RateLimitService, RateLimitServiceServer};
@@ -169,15 +170,16 @@ impl RlsService {
     /// together, all-or-nothing; the others are not limited.
     pub async fn answer(&self, request: &RateLimitRequest) -> Result<RateLimitResponse, Status> {
         validate(request)?;
+        // The rules and the policies they name, of one snapshot: one load a call.
+        let snapshot = self.app.limiter.snapshot();
         // A domain of `rls.envoy_config` is answered as envoyproxy/ratelimit answers it.
-        let yaml = {
-            let rules = &self.app.limiter.snapshot().rls;
-            (rules.envoy.get(&request.domain).is_some()).then(|| rules.envoy.clone())
-        };
-        if let Some(domains) = yaml {
+        if snapshot.rls.envoy.get(&request.domain).is_some() {
+            let domains = snapshot.rls.envoy.clone();
+            drop(snapshot);
             return super::yaml_domains::answer(&self.app, &domains, request).await;
         }
-        let matched = self.matched(request)?;
+        let matched = Self::matched(&snapshot, request)?;
+        drop(snapshot);
         let mut statuses = vec![
             DescriptorStatus {
                 code: Code::Ok.into(),
@@ -202,10 +204,8 @@ impl RlsService {
         Ok(response(statuses, &verdicts))
     }
 
-    /// The descriptors some rule limits, each with its policy, key and cost.
-    fn matched(&self, request: &RateLimitRequest) -> Result<Vec<Matched>, Status> {
-        // The rules and the policies they name, of one snapshot.
-        let snapshot = self.app.limiter.snapshot();
+    /// The descriptors some rule of `snapshot` limits, each with its policy, key and cost.
+    fn matched(snapshot: &Snapshot, request: &RateLimitRequest) -> Result<Vec<Matched>, Status> {
         let (rules, policies) = (&snapshot.rls, &snapshot.policies);
         let mut matched = Vec::new();
         for (index, descriptor) in request.descriptors.iter().enumerate() {
@@ -247,11 +247,18 @@ impl RlsService {
     /// One verdict per matched descriptor, in order: the checks all-or-nothing, each charge
     /// alone (a charge is never refused, so it must not undo the checks, nor they it).
     async fn decide(&self, matched: &[Matched]) -> Result<Vec<Verdict>, Status> {
+        let now_ms = self.app.clock.now_ms();
+        // One descriptor, Envoy's common call: its one check (or charge), without the
+        // vectors that sort a request's charges from its checks.
+        if let [m] = matched {
+            let input = CheckInput::descriptor(&m.policy.name, &m.key, m.cost, m.mode);
+            let verdict = self.app.limiter.check(&input, now_ms).await;
+            return verdict.map(|v| vec![v]).map_err(limit_error);
+        }
         let inputs: Vec<CheckInput<'_>> = matched
             .iter()
             .map(|m| CheckInput::descriptor(&m.policy.name, &m.key, m.cost, m.mode))
             .collect();
-        let now_ms = self.app.clock.now_ms();
         let (charges, checks): (Vec<usize>, Vec<usize>) =
             (0..inputs.len()).partition(|&i| inputs[i].mode == Mode::Charge);
         let mut verdicts: Vec<Option<Verdict>> = vec![None; inputs.len()];

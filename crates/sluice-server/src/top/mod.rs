@@ -26,7 +26,8 @@ mod count_min;
 mod distinct;
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 
 use ahash::RandomState;
 use arc_swap::ArcSwap;
@@ -129,43 +130,83 @@ pub struct TopReport {
 
 /// The keys with the highest estimates seen in a slot; their counts are read from the
 /// sketches at query time, so the scores here only decide who stays.
+///
+/// Kept as three parallel lists: the search of a key on every check reads the hashes alone
+/// (32 of them in four cache lines) and compares a key's text only on a hash match.
 #[derive(Debug, Default)]
 struct Candidates {
-    entries: Vec<(u64, Box<str>, u32)>,
+    hashes: Vec<u64>,
+    keys: Vec<Box<str>>,
+    scores: Vec<u32>,
+    /// The least score once the list is full (0 before): an estimate at most this enters not.
     min_score: u32,
 }
 
 impl Candidates {
     fn offer(&mut self, hash: u64, key: &str, estimate: u32) {
-        let full = self.entries.len() >= CANDIDATES;
+        let full = self.hashes.len() >= CANDIDATES;
         // The common case on a wide key space: nothing to do, no scan, no allocation.
         if full && estimate <= self.min_score {
             return;
         }
-        if let Some(entry) = self
-            .entries
-            .iter_mut()
-            .find(|e| e.0 == hash && &*e.1 == key)
+        if let Some(at) = self
+            .hashes
+            .iter()
+            .enumerate()
+            .position(|(i, &h)| h == hash && &*self.keys[i] == key)
         {
-            entry.2 = estimate;
-        } else if !full {
-            self.entries.push((hash, key.into(), estimate));
-        } else if let Some(lowest) = self.entries.iter_mut().min_by_key(|e| e.2) {
-            *lowest = (hash, key.into(), estimate);
+            let before = std::mem::replace(&mut self.scores[at], estimate);
+            // A key's estimate never falls within a slot: the least score moves only when
+            // its holder's rose.
+            if full && before == self.min_score {
+                self.min_score = self.least();
+            }
+            return;
         }
-        if self.entries.len() >= CANDIDATES {
-            self.min_score = self.entries.iter().map(|e| e.2).min().unwrap_or(0);
+        if !full {
+            self.hashes.push(hash);
+            self.keys.push(key.into());
+            self.scores.push(estimate);
+        } else {
+            let lowest = self
+                .scores
+                .iter()
+                .enumerate()
+                .min_by_key(|&(_, &score)| score)
+                .map_or(0, |(i, _)| i);
+            self.hashes[lowest] = hash;
+            self.keys[lowest] = key.into();
+            self.scores[lowest] = estimate;
+        }
+        if self.hashes.len() >= CANDIDATES {
+            self.min_score = self.least();
         }
     }
 
+    fn least(&self) -> u32 {
+        self.scores.iter().copied().min().unwrap_or(0)
+    }
+
+    /// The kept keys and their hashes.
+    fn entries(&self) -> impl Iterator<Item = (u64, &str)> {
+        self.hashes
+            .iter()
+            .copied()
+            .zip(self.keys.iter().map(|k| &**k))
+    }
+
     fn clear(&mut self) {
-        self.entries.clear();
+        self.hashes.clear();
+        self.keys.clear();
+        self.scores.clear();
         self.min_score = 0;
     }
 
     fn heap_bytes(&self) -> usize {
-        self.entries.capacity() * std::mem::size_of::<(u64, Box<str>, u32)>()
-            + self.entries.iter().map(|e| e.1.len()).sum::<usize>()
+        self.hashes.capacity() * std::mem::size_of::<u64>()
+            + self.keys.capacity() * std::mem::size_of::<Box<str>>()
+            + self.scores.capacity() * std::mem::size_of::<u32>()
+            + self.keys.iter().map(|k| k.len()).sum::<usize>()
     }
 }
 
@@ -328,8 +369,8 @@ impl PolicyHistory {
                 (_, Some((_, list))) => list,
                 (_, None) => continue,
             };
-            for (hash, key, _) in &list.entries {
-                candidates.insert(*hash, key);
+            for (hash, key) in list.entries() {
+                candidates.insert(hash, key);
             }
         }
         let entries: Vec<TopEntry> = candidates
@@ -469,13 +510,43 @@ impl PolicyTop {
     }
 }
 
-/// The recent history of every policy.
+/// Trackers made, so that a [`HistoryCache`] knows whose history it holds.
+static NEXT_TRACKER: AtomicU64 = AtomicU64::new(1);
+
+/// A compiled policy's history, found by name on its first check and kept beside the policy
+/// (in its meters), so that its later checks record without the look-up: the swap's load,
+/// the policy name's hash and its comparison, about a quarter of what recording cost.
 #[derive(Debug, Default)]
+pub struct HistoryCache(OnceLock<Found>);
+
+#[derive(Debug)]
+struct Found {
+    /// The tracker that found it (tests run several limiters over one set of policies).
+    tracker: u64,
+    /// Its count of policies removed then: a policy object kept across the removal of its
+    /// name might see the name come back with a new history, so it looks up by name again.
+    removals: u64,
+    /// `None`: the tracker keeps no history of the policy.
+    history: Option<Arc<PolicyTop>>,
+}
+
+/// The recent history of every policy.
+#[derive(Debug)]
 pub struct TopKeys {
     hasher: RandomState,
     /// Read on every check without a lock (and without touching a shared reference count);
     /// replaced whole when the policies change. aHash: it is looked up on every check.
     policies: ArcSwap<HashMap<Arc<str>, Arc<PolicyTop>, RandomState>>,
+    /// This tracker among others ([`HistoryCache`]).
+    id: u64,
+    /// How many times a policy's history was dropped ([`Found::removals`]).
+    removals: AtomicU64,
+}
+
+impl Default for TopKeys {
+    fn default() -> Self {
+        TopKeys::with_hasher(RandomState::new())
+    }
 }
 
 impl TopKeys {
@@ -483,13 +554,19 @@ impl TopKeys {
         TopKeys::default()
     }
 
+    fn with_hasher(hasher: RandomState) -> Self {
+        TopKeys {
+            hasher,
+            policies: ArcSwap::default(),
+            id: NEXT_TRACKER.fetch_add(1, Ordering::Relaxed),
+            removals: AtomicU64::new(0),
+        }
+    }
+
     /// A tracker whose key hashing is fixed, so a test's sketch collisions are reproducible.
     #[cfg(test)]
     fn seeded(seed: u64) -> Self {
-        TopKeys {
-            hasher: RandomState::with_seeds(seed, seed ^ 1, seed ^ 2, seed ^ 3),
-            policies: ArcSwap::default(),
-        }
+        TopKeys::with_hasher(RandomState::with_seeds(seed, seed ^ 1, seed ^ 2, seed ^ 3))
     }
 
     fn history(&self, policy: &str) -> Option<Arc<PolicyTop>> {
@@ -500,7 +577,7 @@ impl TopKeys {
     /// policies that stay are kept, new ones start empty.
     pub fn retain_policies<S: AsRef<str>>(&self, names: impl IntoIterator<Item = S>) {
         let names: Vec<S> = names.into_iter().collect();
-        self.policies.rcu(|current| {
+        let before = self.policies.rcu(|current| {
             let mut next = HashMap::with_capacity_and_hasher(names.len(), RandomState::new());
             for name in &names {
                 let name = name.as_ref();
@@ -509,11 +586,36 @@ impl TopKeys {
             }
             next
         });
+        if before.keys().any(|kept| self.history(kept).is_none()) {
+            self.removals.fetch_add(1, Ordering::Release);
+        }
     }
 
     /// Counts one decided check.
     pub fn record(&self, policy: &str, key: &str, denied: bool, now_ms: u64) {
         self.record_judged(policy, key, denied, Judgement::None, now_ms);
+    }
+
+    /// Counts one decided check of `policy`, whose history `cache` keeps once found.
+    pub fn record_cached(
+        &self,
+        cache: &HistoryCache,
+        policy: &str,
+        key: &str,
+        denied: bool,
+        now_ms: u64,
+    ) {
+        let found = cache.0.get_or_init(|| Found {
+            tracker: self.id,
+            removals: self.removals.load(Ordering::Acquire),
+            history: self.history(policy),
+        });
+        if found.tracker != self.id || found.removals != self.removals.load(Ordering::Acquire) {
+            return self.record(policy, key, denied, now_ms);
+        }
+        if let Some(history) = &found.history {
+            self.record_in(history, key, denied, Judgement::None, now_ms);
+        }
     }
 
     /// Counts one decided check that was also judged against a candidate limit, which would
@@ -537,12 +639,24 @@ impl TopKeys {
     #[inline(always)]
     fn record_judged(&self, policy: &str, key: &str, denied: bool, judged: Judgement, now_ms: u64) {
         if let Some(history) = self.policies.load().get(policy) {
-            let hash = self.hasher.hash_one(key);
-            history
-                .stripe(hash)
-                .lock()
-                .record(hash, key, denied, judged, now_ms);
+            self.record_in(history, key, denied, judged, now_ms);
         }
+    }
+
+    #[inline(always)]
+    fn record_in(
+        &self,
+        history: &PolicyTop,
+        key: &str,
+        denied: bool,
+        judged: Judgement,
+        now_ms: u64,
+    ) {
+        let hash = self.hasher.hash_one(key);
+        history
+            .stripe(hash)
+            .lock()
+            .record(hash, key, denied, judged, now_ms);
     }
 
     /// The `n` heaviest keys of `policy` in `period`, or `None` for an unknown policy.

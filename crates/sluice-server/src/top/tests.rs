@@ -201,3 +201,50 @@ fn unknown_policies_and_clocks_behind_are_harmless() {
         .unwrap();
     assert_eq!(report.entries[0].checked, 1);
 }
+
+/// Checks of `key` counted in `policy`'s last 5 minutes (0 when unseen).
+fn checked(top: &TopKeys, policy: &str, key: &str) -> u64 {
+    top.top(policy, Period::FiveMinutes, By::Checked, MAX_TOP, T0)
+        .and_then(|report| report.entries.into_iter().find(|e| e.key == key))
+        .map_or(0, |entry| entry.checked)
+}
+
+#[test]
+fn a_cached_history_counts_where_a_look_up_by_name_does() {
+    let (top, other) = (tracker(), tracker());
+    let cache = HistoryCache::default();
+    for _ in 0..3 {
+        top.record_cached(&cache, "p", "k", false, T0);
+    }
+    top.record("p", "k", false, T0);
+    assert_eq!(checked(&top, "p", "k"), 4);
+    // Another tracker handed the same policy (so its cache) counts in its own history.
+    other.record_cached(&cache, "p", "k", false, T0);
+    assert_eq!(checked(&other, "p", "k"), 1);
+    assert_eq!(checked(&top, "p", "k"), 4);
+    // A policy the tracker keeps no history of counts nowhere.
+    let unknown = HistoryCache::default();
+    top.record_cached(&unknown, "nope", "k", false, T0);
+    assert!(
+        top.top("nope", Period::FiveMinutes, By::Checked, 5, T0)
+            .is_none()
+    );
+}
+
+#[test]
+fn a_policy_removed_then_back_is_counted_in_its_new_history() {
+    let top = tracker();
+    let cache = HistoryCache::default();
+    top.record_cached(&cache, "p", "k", false, T0);
+    // A policy object kept across its name's removal and return: the old history is gone.
+    top.retain_policies(["q"]);
+    top.retain_policies(["p", "q"]);
+    top.record_cached(&cache, "p", "k", false, T0);
+    assert_eq!(checked(&top, "p", "k"), 1);
+    // Policies added or kept leave the cache good.
+    let kept = HistoryCache::default();
+    top.record_cached(&kept, "q", "k", false, T0);
+    top.retain_policies(["p", "q", "r"]);
+    top.record_cached(&kept, "q", "k", false, T0);
+    assert_eq!(checked(&top, "q", "k"), 2);
+}

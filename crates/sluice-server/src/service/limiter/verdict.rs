@@ -28,9 +28,13 @@ impl Limiter {
             match judged {
                 Some(judged) => self.record_judged(&r, &decision, judged, now_ms),
                 // Shadow denials count as rejections here: they are who the policy would limit.
-                None => self
-                    .top
-                    .record(&r.policy.name, r.check.key, !decision.allowed, now_ms),
+                None => self.top.record_cached(
+                    r.policy.meters.top(),
+                    &r.policy.name,
+                    r.check.key,
+                    !decision.allowed,
+                    now_ms,
+                ),
             }
         }
         let shadow = r.policy.shadow;
