@@ -163,21 +163,12 @@ impl Shape {
 /// Name of the client runtime's threads, so their CPU can be told from the daemon's.
 const CLIENT_THREADS: &str = "bench-client";
 
-/// CPU time (user + system, in clock ticks) of the process's threads: all of them, and the
-/// daemon's alone (every thread but the clients').
+/// CPU time (user + system, in clock ticks of 1/100 s) of the process's threads: all of them,
+/// and the daemon's alone (every thread but the clients').
 fn cpu_ticks() -> (u64, u64) {
     let (mut all, mut daemon) = (0, 0);
-    for task in std::fs::read_dir("/proc/self/task").unwrap() {
-        // A thread may end between the listing and the read.
-        let Ok(stat) = std::fs::read_to_string(task.unwrap().path().join("stat")) else {
-            continue;
-        };
-        // The thread's name is in parentheses (and may hold spaces); utime and stime are the
-        // 12th and 13th fields after it.
-        let name = &stat[stat.find('(').unwrap() + 1..stat.rfind(')').unwrap()];
-        let rest = &stat[stat.rfind(')').unwrap() + 2..];
-        let fields: Vec<&str> = rest.split(' ').collect();
-        let ticks = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+    for (name, seconds) in sluice_bench::thread_cpu_seconds() {
+        let ticks = (seconds * 100.0).round() as u64;
         all += ticks;
         if name != CLIENT_THREADS {
             daemon += ticks;
